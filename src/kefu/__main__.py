@@ -1,0 +1,5 @@
+import sys
+
+from kefu.cli import main
+
+sys.exit(main())

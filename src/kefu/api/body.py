@@ -1,0 +1,48 @@
+"""Read a JSON request body into a wire model, with a size limit and errors a person understands."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from kefu.errors import InvalidRequest, PayloadTooLarge
+
+M = TypeVar("M", bound=BaseModel)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the request body is {declared} bytes; the limit is {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+    return bytes(body)
+
+
+async def read_model(request: Request, model: type[M], limit: int) -> M:
+    body = await read_body(request, limit)
+    if not body.strip():
+        raise InvalidRequest("the request body is empty; send a JSON object")
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def validation_error(exc: ValidationError) -> InvalidRequest:
+    """The first problem, named by its JSON path, as one InvalidRequest."""
+    error = exc.errors(include_url=False)[0]
+    path = ".".join(str(part) for part in error["loc"])
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "json_invalid":
+        return InvalidRequest(f"the request body is not valid JSON: {error['ctx']['error']}")
+    if error["type"] == "model_type" and not path:
+        return InvalidRequest("the request body must be a JSON object")
+    if error["type"] == "missing":
+        return InvalidRequest(f"'{path}' is required", param=path)
+    return InvalidRequest(f"'{path}': {message}", param=path or None)

@@ -1,0 +1,99 @@
+"""Thin routes of the customer-service API: ``POST /chat`` (SSE) and the session resources."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import asdict
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from kefu.api.body import read_model
+from kefu.api.chat.protocol import ChatRequest, MessageOut, SessionOut
+from kefu.api.errors import describe
+from kefu.api.sse import EventStream, sse_event
+from kefu.errors import KefuError, NotFound
+from kefu.service.runtime import Runtime
+from kefu.service.timeline import Timeline
+from kefu.service.turn import TurnDone, TurnEvent, TurnStarted, TurnToken, run_turn
+
+
+async def chat(request: Request) -> EventStream:
+    timeline = Timeline()
+    runtime: Runtime = request.app.state.runtime
+    body = await read_model(request, ChatRequest, runtime.settings.max_body_bytes)
+    events = run_turn(
+        runtime,
+        message=body.message,
+        session_id=body.session_id,
+        user_id=body.user_id,
+        timeline=timeline,
+    )
+    first = await anext(events)  # errors before the stream starts keep their HTTP status
+    return EventStream(_frames(first, events))
+
+
+async def _frames(
+    first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
+) -> AsyncGenerator[bytes, None]:
+    try:
+        yield _frame(first)
+        async for event in events:
+            yield _frame(event)
+    except KefuError as exc:
+        yield sse_event(describe(exc)[1], event="error")
+    finally:
+        await events.aclose()
+
+
+def _frame(event: TurnEvent) -> bytes:
+    if isinstance(event, TurnToken):
+        return sse_event({"text": event.text}, event="token")
+    if isinstance(event, TurnStarted):
+        return sse_event({"session_id": event.session_id}, event="meta")
+    assert isinstance(event, TurnDone)
+    usage = asdict(event.usage) | {"total_tokens": event.usage.total_tokens}
+    return sse_event(
+        {
+            "session_id": event.session_id,
+            "reply": event.reply,
+            "tier": event.tier,
+            "usage": usage,
+            "timings": event.timings,
+        },
+        event="done",
+    )
+
+
+async def get_session(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    session_id = request.path_params["session_id"]
+    session = await runtime.store.get_session(session_id)
+    if session is None:
+        raise NotFound(f"no session {session_id!r}", param="session_id")
+    messages = await runtime.store.messages(session_id)
+    out = SessionOut(
+        session_id=session.id,
+        user_id=session.user_id,
+        created_at=session.created_at,
+        updated_at=session.updated_at,
+        messages=[MessageOut(**asdict(m)) for m in messages],
+    )
+    return Response(out.model_dump_json(), media_type="application/json")
+
+
+async def delete_session(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    session_id = request.path_params["session_id"]
+    async with runtime.locks.hold(session_id):  # never delete under a running turn
+        if not await runtime.store.delete_session(session_id):
+            raise NotFound(f"no session {session_id!r}", param="session_id")
+    return Response(status_code=204)
+
+
+routes = [
+    Route("/chat", chat, methods=["POST"]),
+    Route("/sessions/{session_id}", get_session, methods=["GET"]),
+    Route("/sessions/{session_id}", delete_session, methods=["DELETE"]),
+]

@@ -1,0 +1,78 @@
+"""The HTTP boundary of the error hierarchy: KefuError -> status + OpenAI error envelope.
+
+Every error leaves the server as ``{"error": {"message", "type", "param", "code"}}``,
+whether it was raised by kefu, by Starlette (404/405), or was a bug (500, logged,
+with no internals in the message).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from kefu import errors
+
+log = logging.getLogger("kefu.api")
+
+# Most specific first: the first class an error is an instance of decides.
+STATUS: list[tuple[type[errors.KefuError], int, str]] = [
+    (errors.PayloadTooLarge, 413, "invalid_request_error"),
+    (errors.NotFound, 404, "not_found_error"),
+    (errors.SessionBusy, 409, "conflict_error"),
+    (errors.RequestError, 400, "invalid_request_error"),
+    (errors.Unavailable, 503, "service_unavailable_error"),
+    (errors.EngineError, 500, "server_error"),
+    (errors.KefuError, 500, "server_error"),
+]
+
+
+def error_body(
+    message: str, type_: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def describe(exc: errors.KefuError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Status, envelope and extra headers for a kefu error."""
+    status, type_ = next((s, t) for cls, s, t in STATUS if isinstance(exc, cls))
+    headers = {}
+    if isinstance(exc, errors.Unavailable):
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after)))
+    return status, error_body(exc.message, type_, exc.code, exc.param), headers
+
+
+async def kefu_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, errors.KefuError)
+    status, body, headers = describe(exc)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    message = {
+        404: f"no route for {request.method} {request.url.path}",
+        405: f"method {request.method} is not allowed on {request.url.path}",
+    }.get(exc.status_code, str(exc.detail))
+    return JSONResponse(
+        error_body(message, type_, code=str(exc.status_code)),
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
+
+
+async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse(
+        error_body(
+            "internal server error; the server log has the details",
+            "server_error",
+            code="internal_error",
+        ),
+        status_code=500,
+    )

@@ -1,0 +1,64 @@
+"""Thin routes of the OpenAI-compatible surface: parse, call serving, encode."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from kefu.api.body import read_model
+from kefu.api.errors import describe
+from kefu.api.openai.protocol import ChatCompletionChunk, ChatCompletionRequest
+from kefu.api.openai.serving import create_completion, list_models, stream_completion
+from kefu.api.sse import EventStream, sse_event
+from kefu.errors import KefuError
+from kefu.service.runtime import Runtime
+from kefu.service.timeline import Timeline
+
+
+def json_response(model: BaseModel, headers: dict[str, str] | None = None) -> Response:
+    return Response(model.model_dump_json(), media_type="application/json", headers=headers)
+
+
+async def models(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    return json_response(list_models(runtime))
+
+
+async def chat_completions(request: Request) -> Response | EventStream:
+    timeline = Timeline()
+    runtime: Runtime = request.app.state.runtime
+    body = await read_model(request, ChatCompletionRequest, runtime.settings.max_body_bytes)
+    if not body.stream:
+        completion = await create_completion(runtime, body, timeline)
+        return json_response(completion, {"server-timing": timeline.server_timing()})
+    chunks = stream_completion(runtime, body, timeline)
+    first = await anext(chunks)  # errors before the first chunk keep their HTTP status
+    return EventStream(_frames(first, chunks))
+
+
+async def _frames(
+    first: ChatCompletionChunk, chunks: AsyncGenerator[ChatCompletionChunk, None]
+) -> AsyncGenerator[bytes, None]:
+    try:
+        yield _chunk_frame(first)
+        async for chunk in chunks:
+            yield _chunk_frame(chunk)
+    except KefuError as exc:
+        yield sse_event(describe(exc)[1])
+    finally:
+        await chunks.aclose()
+    yield b"data: [DONE]\n\n"
+
+
+def _chunk_frame(chunk: ChatCompletionChunk) -> bytes:
+    return sse_event(chunk.model_dump_json(exclude_none=True))
+
+
+routes = [
+    Route("/v1/models", models, methods=["GET"]),
+    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+]

@@ -1,0 +1,155 @@
+"""Logic of /v1/chat/completions and /v1/models: wire models in and out, no web framework."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncGenerator
+
+from kefu.api.openai.protocol import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Choice,
+    ChunkChoice,
+    Delta,
+    ModelCard,
+    ModelList,
+    PromptTokensDetails,
+    ResponseMessage,
+    UsageInfo,
+)
+from kefu.engine.base import (
+    ChatMessage,
+    Finished,
+    GenerationRequest,
+    Role,
+    SamplingParams,
+    TokenDelta,
+    Usage,
+)
+from kefu.errors import ContextLengthExceeded, EngineError
+from kefu.service.runtime import Runtime
+from kefu.service.timeline import Timeline
+
+ROLES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+}
+
+
+def list_models(runtime: Runtime) -> ModelList:
+    engine = runtime.engine
+    card = ModelCard(
+        id=engine.model_id,
+        created=int(runtime.started_at),
+        meta={"context_window": engine.context_window},
+    )
+    return ModelList(data=[card])
+
+
+def generation_request(
+    runtime: Runtime, request: ChatCompletionRequest, request_id: str
+) -> GenerationRequest:
+    """Check the request against the model's window and fill in defaults."""
+    messages = [ChatMessage(ROLES[m.role], m.text()) for m in request.messages]
+    prompt_tokens = runtime.engine.count_chat_tokens(messages)
+    window = runtime.engine.context_window
+    if prompt_tokens >= window:
+        raise ContextLengthExceeded(
+            f"the messages are {prompt_tokens} tokens; this model's context window is "
+            f"{window} tokens, and the reply needs room too. Shorten the conversation.",
+            param="messages",
+        )
+    wanted = request.max_completion_tokens or request.max_tokens or runtime.settings.max_tokens
+    sampling = SamplingParams(
+        max_tokens=min(wanted, window - prompt_tokens),
+        temperature=0.7 if request.temperature is None else request.temperature,
+        top_p=1.0 if request.top_p is None else request.top_p,
+        stop=tuple(request.stop_list()),
+        seed=request.seed,
+    )
+    return GenerationRequest(messages=messages, sampling=sampling, request_id=request_id)
+
+
+def new_completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex
+
+
+def usage_info(usage: Usage) -> UsageInfo:
+    return UsageInfo(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_prompt_tokens),
+    )
+
+
+async def create_completion(
+    runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
+) -> ChatCompletion:
+    completion_id = new_completion_id()
+    generation = generation_request(runtime, request, completion_id)
+    parts: list[str] = []
+    finished: Finished | None = None
+    async with runtime.admitted(timeline):
+        async for event in runtime.generate(generation, timeline):
+            if isinstance(event, TokenDelta):
+                parts.append(event.text)
+            else:
+                finished = event
+    if finished is None:
+        raise EngineError("the engine ended the reply without finishing it")
+    timeline.mark("done")
+    return ChatCompletion(
+        id=completion_id,
+        created=int(time.time()),
+        model=request.model or runtime.engine.model_id,
+        choices=[
+            Choice(
+                message=ResponseMessage(content="".join(parts)),
+                finish_reason=finished.finish_reason,
+            )
+        ],
+        usage=usage_info(finished.usage),
+    )
+
+
+async def stream_completion(
+    runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
+) -> AsyncGenerator[ChatCompletionChunk, None]:
+    """Chunks as OpenAI sends them: role, content deltas, finish, then usage if asked.
+
+    Admission happens before the first chunk, so a full queue is still a 503.
+    """
+    completion_id = new_completion_id()
+    generation = generation_request(runtime, request, completion_id)
+    created = int(time.time())
+    model = request.model or runtime.engine.model_id
+
+    def chunk(delta: Delta, finish_reason: str | None = None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(
+            id=completion_id,
+            created=created,
+            model=model,
+            choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
+        )
+
+    async with runtime.admitted(timeline):
+        yield chunk(Delta(role="assistant", content=""))
+        async for event in runtime.generate(generation, timeline):
+            if isinstance(event, TokenDelta):
+                yield chunk(Delta(content=event.text))
+                continue
+            yield chunk(Delta(), event.finish_reason)
+            if request.stream_options and request.stream_options.include_usage:
+                yield ChatCompletionChunk(
+                    id=completion_id,
+                    created=created,
+                    model=model,
+                    choices=[],
+                    usage=usage_info(event.usage),
+                )
+    timeline.mark("done")

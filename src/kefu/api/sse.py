@@ -1,0 +1,72 @@
+"""Server-sent events: encoding, and a response that always closes its source.
+
+Starlette's StreamingResponse may be cancelled before it starts iterating, and
+an async generator that never started cannot run its ``finally``. The turn
+holds a session lock and an engine slot, so ``EventStream`` closes the source
+in every case: normal end, client gone, server shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+SSE_HEADERS = {
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",  # nginx would otherwise buffer the whole stream
+}
+
+
+def sse_event(data: Any, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    prefix = f"event: {event}\n" if event else ""
+    return f"{prefix}data: {payload}\n\n".encode()
+
+
+class EventStream:
+    """An ASGI response that sends already-encoded SSE frames from an async generator."""
+
+    def __init__(
+        self,
+        frames: AsyncGenerator[bytes, None],
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.frames = frames
+        self.headers = {**SSE_HEADERS, **(headers or {})}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        send_task = asyncio.ensure_future(self._send_all(send))
+        watch_task = asyncio.ensure_future(self._watch_disconnect(receive))
+        try:
+            done, _ = await asyncio.wait(
+                {send_task, watch_task}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if send_task in done:
+                send_task.result()
+        finally:
+            for task in (send_task, watch_task):
+                task.cancel()
+            await asyncio.gather(send_task, watch_task, return_exceptions=True)
+            await self.frames.aclose()
+
+    async def _send_all(self, send: Send) -> None:
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+        headers += [(k.encode(), v.encode()) for k, v in self.headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        try:
+            async for frame in self.frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+        except OSError:
+            return  # the client went away mid-write
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return

@@ -1,0 +1,84 @@
+"""The ASGI application: routes, error translation, and the lifespan that owns every resource."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+
+from kefu.api import health, web
+from kefu.api.chat import routes as chat
+from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
+from kefu.api.openai import routes as openai
+from kefu.engine.base import Engine
+from kefu.engine.fake import FakeEngine
+from kefu.errors import KefuError
+from kefu.limits.admission import Admission
+from kefu.service.runtime import Runtime
+from kefu.service.session_lock import SessionLocks
+from kefu.settings import Settings
+from kefu.store.sqlite import SqliteSessionStore
+
+log = logging.getLogger("kefu")
+
+EngineFactory = Callable[[Settings], Engine]
+
+
+def build_engine(settings: Settings) -> Engine:
+    if settings.engine == "fake":
+        return FakeEngine(context_window=settings.context_size)
+    from kefu.engine.llamacpp.engine import LlamaCppEngine  # loads the llama.cpp library
+
+    return LlamaCppEngine(
+        model_path=settings.model,
+        slots=settings.parallel,
+        context_size=settings.context_size,
+        step_tokens=settings.step_tokens,
+        threads=settings.threads,
+        warmup=settings.warmup,
+    )
+
+
+def create_app(settings: Settings, engine_factory: EngineFactory = build_engine) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine = engine_factory(settings)
+        store = SqliteSessionStore(settings.data_dir / "sessions.db")
+        runtime = Runtime(
+            settings=settings,
+            engine=engine,
+            store=store,
+            admission=Admission(
+                slots=settings.parallel,
+                max_waiting=settings.max_queue,
+                timeout=settings.queue_timeout,
+            ),
+            locks=SessionLocks(settings.session_wait),
+        )
+        app.state.runtime = runtime
+        await store.open()
+        # Load in the background so /health answers and /ready says "loading" meanwhile.
+        loading = asyncio.create_task(runtime.start_engine())
+        try:
+            yield
+        finally:
+            loading.cancel()
+            await asyncio.gather(loading, return_exceptions=True)
+            runtime.ready = False
+            await runtime.drain()
+            await engine.close()
+            await store.close()
+
+    return Starlette(
+        routes=[*health.routes, *openai.routes, *chat.routes, *web.routes],
+        exception_handlers={
+            KefuError: kefu_error_handler,
+            HTTPException: http_error_handler,
+            Exception: unexpected_error_handler,
+        },
+        lifespan=lifespan,
+    )

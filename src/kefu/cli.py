@@ -1,0 +1,102 @@
+"""The ``kefu`` command. Flags of ``kefu serve`` are generated from the Settings fields."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic.fields import FieldInfo
+
+from kefu import __version__
+from kefu.settings import Settings, SettingsError, env_name, load_settings
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    for name, field in Settings.model_fields.items():
+        help_text = f"{field.description} [env {env_name(name)}; default: {_default(field)}]"
+        if field.annotation is bool:
+            parser.add_argument(
+                _flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
+            )
+        else:
+            parser.add_argument(_flag(name), dest=name, metavar=name.upper(), help=help_text)
+
+
+def _default(field: FieldInfo) -> str:
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "none"
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kefu",
+        description="kefu (客服): a latency-first LLM customer-service server.",
+    )
+    parser.add_argument("--version", action="version", version=f"kefu {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the chat server (OpenAI-compatible /v1 API, /chat SSE API, web page at /)",
+        description="Run the chat server. Settings come from (lowest first) defaults, the TOML "
+        "file given by --config, KEFU_* environment variables, then these flags.",
+    )
+    serve.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML file of settings, keys named like the flags [env KEFU_CONFIG]",
+    )
+    _add_setting_flags(serve)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags: dict[str, Any] = {name: getattr(args, name) for name in Settings.model_fields}
+    return load_settings(flags, config_file=args.config)
+
+
+def serve(settings: Settings) -> None:
+    import uvicorn
+
+    from kefu.app import create_app
+
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,  # one line per request comes from kefu itself, not uvicorn
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = _settings(args)
+    except SettingsError as exc:
+        print(f"kefu: error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        serve(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The engine interface: what every engine (embedded, remote, fake) provides.
+
+An engine is a transport in httpx's sense: one async method, ``generate``, that
+turns a request into a stream of events. Everything else (admission, sessions,
+context) lives above it, so engines stay swappable.
+
+``generate`` yields ``TokenDelta`` events and ends with exactly one ``Finished``.
+When the consumer stops iterating (``aclose()``, cancellation, a dropped
+client), the engine stops generating for that request and frees its slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 0.7
+    top_p: float = 0.95
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    messages: Sequence[ChatMessage]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenDelta:
+    """New text for the client; ``text`` is always whole UTF-8 characters."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    # Prompt tokens whose KV was reused instead of recomputed (prefix cache).
+    cached_prompt_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class EngineTimings:
+    """``time.perf_counter()`` readings taken by the engine; None where not reached."""
+
+    queued: float
+    prefill_started: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    finish_reason: FinishReason
+    usage: Usage
+    timings: EngineTimings
+
+
+GenerationEvent = TokenDelta | Finished
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """A snapshot of the engine's load, for /ready and metrics."""
+
+    running: int = 0
+    waiting: int = 0
+    slots: int = 1
+    kv_used_cells: int = 0
+    kv_total_cells: int = 0
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens the way the engine will, so context budgets are exact."""
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens of the prompt the engine would build for these messages."""
+        ...
+
+
+class Engine(Tokenizer, Protocol):
+    """One async method that produces tokens, plus what callers must know to use it."""
+
+    model_id: str
+    context_window: int
+
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        """Stream the reply; see the module docstring for the contract."""
+        ...
+
+    async def start(self) -> None:
+        """Load and warm up; after this returns, ``generate`` serves at full speed."""
+        ...
+
+    async def close(self) -> None: ...
+
+    def stats(self) -> EngineStats: ...

@@ -1,0 +1,85 @@
+"""The one exception hierarchy of kefu.
+
+Service and engine code raise these; nothing below the HTTP boundary knows
+about status codes. ``kefu.api.errors`` translates each class into an HTTP
+status and the OpenAI error envelope, as httpx's ``_exceptions.py`` keeps one
+tree that transports raise and clients catch.
+
+    KefuError
+    ├── RequestError              the caller sent something we cannot serve (4xx)
+    │   ├── InvalidRequest        malformed JSON, wrong types, missing fields
+    │   │   └── ContextLengthExceeded   the message does not fit the context budget
+    │   ├── PayloadTooLarge       the body is over --max-body-bytes
+    │   ├── NotFound              an unknown session or route
+    │   └── SessionBusy           another turn holds the session for too long
+    ├── Unavailable               retry later; carries ``retry_after`` seconds (503)
+    │   ├── EngineNotReady        the model is still loading or warming up
+    │   ├── QueueFull             the admission queue is full: fail fast, never queue forever
+    │   └── QueueTimeout          a request waited longer than --queue-timeout
+    └── EngineError               the engine failed this request (500)
+"""
+
+from __future__ import annotations
+
+
+class KefuError(Exception):
+    """Base of every error kefu raises on purpose."""
+
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class RequestError(KefuError):
+    """The request cannot be served as sent; retrying it unchanged will fail again."""
+
+    code = "invalid_request"
+
+
+class InvalidRequest(RequestError):
+    code = "invalid_request"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    code = "context_length_exceeded"
+
+
+class PayloadTooLarge(RequestError):
+    code = "payload_too_large"
+
+
+class NotFound(RequestError):
+    code = "not_found"
+
+
+class SessionBusy(RequestError):
+    code = "session_busy"
+
+
+class Unavailable(KefuError):
+    """The server cannot take the request now; the same request may succeed later."""
+
+    code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, param: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.retry_after = retry_after
+
+
+class EngineNotReady(Unavailable):
+    code = "engine_not_ready"
+
+
+class QueueFull(Unavailable):
+    code = "queue_full"
+
+
+class QueueTimeout(Unavailable):
+    code = "queue_timeout"
+
+
+class EngineError(KefuError):
+    code = "engine_error"

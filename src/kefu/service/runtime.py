@@ -1,0 +1,91 @@
+"""Everything a request needs, built once per app lifespan (no module-level state)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationRequest
+from kefu.errors import EngineNotReady
+from kefu.limits.admission import Admission
+from kefu.service.session_lock import SessionLocks
+from kefu.service.timeline import Timeline
+from kefu.settings import Settings
+from kefu.store.base import SessionStore
+
+log = logging.getLogger("kefu.service")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: Engine
+    store: SessionStore
+    admission: Admission
+    locks: SessionLocks
+    started_at: float = field(default_factory=time.time)
+    ready: bool = False
+    load_error: str | None = None
+    # Work that runs after a reply (storing the turn); awaited at shutdown so nothing is lost.
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self.background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background work failed", exc_info=task.exception())
+
+    async def drain(self) -> None:
+        if self.background:
+            await asyncio.gather(*self.background, return_exceptions=True)
+
+    async def start_engine(self) -> None:
+        started = time.perf_counter()
+        try:
+            await self.engine.start()
+        except Exception as exc:
+            self.load_error = str(exc) or type(exc).__name__
+            log.error("the engine failed to start: %s", self.load_error)
+            return
+        self.ready = True
+        log.info(
+            "ready in %.1f s: model %s, %d slots, context %d tokens",
+            time.perf_counter() - started,
+            self.engine.model_id,
+            self.settings.parallel,
+            self.engine.context_window,
+        )
+
+    def check_ready(self) -> None:
+        if self.load_error is not None:
+            raise EngineNotReady(f"the engine failed to start: {self.load_error}", retry_after=30)
+        if not self.ready:
+            raise EngineNotReady("the model is still loading; retry in a moment", retry_after=2)
+
+    @asynccontextmanager
+    async def admitted(self, timeline: Timeline) -> AsyncIterator[None]:
+        """Hold an engine slot; fails fast with QueueFull, or QueueTimeout after waiting."""
+        self.check_ready()
+        timeline.mark("admitted")
+        async with self.admission.slot():
+            yield
+
+    async def generate(
+        self, request: GenerationRequest, timeline: Timeline
+    ) -> AsyncGenerator[GenerationEvent, None]:
+        """Engine events for a request that already holds an admission slot; marks the timeline."""
+        async with aclosing(self.engine.generate(request)) as events:
+            async for event in events:
+                if isinstance(event, Finished):
+                    timeline.mark_engine(event.timings)
+                yield event

