@@ -14,7 +14,7 @@ from kefu.api import health, web
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
 from kefu.api.openai import routes as openai
-from kefu.engine.base import Engine
+from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError
 from kefu.limits.admission import Admission
@@ -39,6 +39,8 @@ def build_engine(settings: Settings) -> Engine:
         context_size=settings.context_size,
         step_tokens=settings.step_tokens,
         threads=settings.threads,
+        cache_entries=settings.prefix_cache,
+        shared_prefix=[ChatMessage("system", settings.persona)],
         warmup=settings.warmup,
     )
 

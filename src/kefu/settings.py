@@ -12,9 +12,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "KEFU_"
+MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ
 
 DEFAULT_PERSONA = (
     "You are a friendly, concise customer-service assistant for an online shop. "
@@ -58,6 +66,12 @@ class Settings(BaseModel):
         description="Tokens one engine step may decode (chunked prefill): smaller keeps "
         "streams smooth while a long prompt is read, larger prefills faster.",
     )
+    prefix_cache: int = Field(
+        32,
+        ge=0,
+        description="KV prefixes kept after replies so a prompt that starts the same way "
+        "(the persona, the conversation so far) prefills only what is new; 0 turns it off.",
+    )
     max_tokens: int = Field(
         256, ge=1, description="Reply length cap when a request does not set max_tokens."
     )
@@ -93,6 +107,15 @@ class Settings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
     )
+
+    @model_validator(mode="after")
+    def _sequence_ids_fit(self) -> Settings:
+        if self.parallel + self.prefix_cache > MAX_SEQUENCES:
+            raise ValueError(
+                f"parallel + prefix_cache must be at most {MAX_SEQUENCES} (llama.cpp's "
+                f"sequence limit), got {self.parallel} + {self.prefix_cache}"
+            )
+        return self
 
     @field_validator("persona")
     @classmethod
@@ -158,11 +181,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _one_line(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
-        name = ".".join(str(p) for p in error["loc"]) or "settings"
-        flag = f"--{name.replace('_', '-')} ({env_name(name)})"
+        name = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             parts.append(f"unknown setting {name!r}")
+        elif not name:
+            parts.append(f"invalid settings: {message}")
         else:
-            message = str(error["msg"]).removeprefix("Value error, ")
+            flag = f"--{name.replace('_', '-')} ({env_name(name)})"
             parts.append(f"invalid setting {flag}: {message}")
     return "; ".join(parts)

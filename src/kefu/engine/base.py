@@ -89,6 +89,13 @@ class EngineStats:
     slots: int = 1
     kv_used_cells: int = 0
     kv_total_cells: int = 0
+    # Prefix reuse: KV kept after replies, and how much of the prompts it saved.
+    prefix_cache_entries: int = 0
+    prefix_cache_tokens: int = 0
+    prefix_lookups: int = 0
+    prefix_hits: int = 0
+    prefix_reused_tokens: int = 0
+    prompt_tokens: int = 0
 
 
 @runtime_checkable

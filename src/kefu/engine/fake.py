@@ -21,6 +21,7 @@ from kefu.engine.base import (
     TokenDelta,
     Usage,
 )
+from kefu.engine.text import StreamText
 from kefu.errors import ContextLengthExceeded, EngineNotReady
 
 # Tokens a chat template adds around each message, so budgets behave like a real model's.
@@ -93,26 +94,22 @@ class FakeEngine:
             finish: FinishReason = "stop"
             if len(words) > budget:
                 words, finish = words[:budget], "length"
-            text = ""
+            text = StreamText(request.sampling.stop)  # the same stop handling as llama.cpp's
             first_token: float | None = None
             sent = 0
             for i, word in enumerate(words):
                 if self.token_delay:
                     await asyncio.sleep(self.token_delay)
-                piece = word if i == 0 else " " + word
-                candidate = text + piece
-                stop_at = _first_stop(candidate, request.sampling.stop)
-                if stop_at is not None:
-                    tail = candidate[len(text) : stop_at]
-                    if tail:
-                        yield TokenDelta(tail)
-                    sent += 1
+                sent += 1
+                delta = text.feed((word if i == 0 else " " + word).encode())
+                if delta:
+                    first_token = first_token or time.perf_counter()
+                    yield TokenDelta(delta)
+                if text.stopped:
                     finish = "stop"
                     break
-                text = candidate
-                first_token = first_token or time.perf_counter()
-                sent += 1
-                yield TokenDelta(piece)
+            if tail := text.finish():
+                yield TokenDelta(tail)
             now = time.perf_counter()
             finished = True
             yield Finished(
@@ -129,8 +126,3 @@ class FakeEngine:
             self._running -= 1
             if not finished:
                 self.cancelled += 1
-
-
-def _first_stop(text: str, stops: Sequence[str]) -> int | None:
-    positions = [i for s in stops if s and (i := text.find(s)) >= 0]
-    return min(positions) if positions else None

@@ -52,11 +52,13 @@ class Admission:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), self.timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that arrives with the slot, and a request whose client left would still run.
+            async with asyncio.timeout(self.timeout):
+                await waiter
         except TimeoutError:
-            if waiter.done():  # the slot arrived as the timer fired: keep it
-                return
-            waiter.cancel()
+            if waiter.done() and not waiter.cancelled():
+                return  # the slot arrived as the timer fired: keep it
             raise QueueTimeout(
                 f"no capacity freed up within {self.timeout:g} s; retry shortly",
                 retry_after=1.0,
@@ -64,10 +66,11 @@ class Admission:
         except BaseException:
             if waiter.done() and not waiter.cancelled():
                 self._release()  # we were handed a slot but will not use it
-            waiter.cancel()
             raise
         finally:
-            if waiter.cancelled() and waiter in self._waiters:
+            if not waiter.done():
+                waiter.cancel()
+            if waiter in self._waiters:
                 self._waiters.remove(waiter)
 
     def _release(self) -> None:

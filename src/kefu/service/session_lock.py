@@ -29,7 +29,8 @@ class SessionLocks:
         self._locks[session_id] = (lock, users + 1)
         try:
             try:
-                await asyncio.wait_for(lock.acquire(), self.wait_seconds)
+                async with asyncio.timeout(self.wait_seconds):  # not wait_for: see admission.py
+                    await lock.acquire()
             except TimeoutError:
                 raise SessionBusy(
                     f"another message on session {session_id} is still being answered; "

@@ -22,7 +22,9 @@ DURATIONS: dict[str, tuple[str, str]] = {
 
 class Timeline:
     def __init__(self, received: float | None = None) -> None:
-        self.marks: dict[str, float] = {"received": received or time.perf_counter()}
+        self.marks: dict[str, float] = {
+            "received": time.perf_counter() if received is None else received
+        }
 
     def mark(self, stage: str, at: float | None = None) -> None:
         self.marks[stage] = time.perf_counter() if at is None else at

@@ -15,6 +15,7 @@ from kefu.engine.base import (
     SamplingParams,
 )
 from kefu.engine.llamacpp.model import LlamaModel, bundled_model_path
+from kefu.engine.llamacpp.prefix_cache import common_prefix_len
 from kefu.engine.llamacpp.scheduler import Scheduler
 from kefu.engine.llamacpp.sequence import Outcome
 from kefu.engine.llamacpp.sequence import Sequence as EngineSequence
@@ -36,6 +37,8 @@ class LlamaCppEngine:
         context_size: int = 2048,
         step_tokens: int = 256,
         threads: int = 2,
+        cache_entries: int = 32,
+        shared_prefix: Sequence[ChatMessage] = (),
         warmup: bool = True,
     ) -> None:
         self.model_path = model_path or bundled_model_path()
@@ -44,6 +47,8 @@ class LlamaCppEngine:
         self._slots = slots
         self._step_tokens = step_tokens
         self._threads = threads
+        self._cache_entries = cache_entries
+        self._shared_prefix = tuple(shared_prefix)
         self._warmup = warmup
         self._model: LlamaModel | None = None
         self._scheduler: Scheduler | None = None
@@ -58,11 +63,34 @@ class LlamaCppEngine:
             context_size=self.context_window,
             step_tokens=self._step_tokens,
             threads=self._threads,
+            cache_entries=self._cache_entries,
         )
         self._scheduler.start(asyncio.get_running_loop())
         if self._warmup:
             async for _ in self.generate(WARMUP):
                 pass
+        if self._shared_prefix:
+            await self._pin_prefix(self._model, self._scheduler)
+
+    async def _pin_prefix(self, model: LlamaModel, scheduler: Scheduler) -> None:
+        """Prefill the tokens every prompt starts with (the persona) once, and keep them."""
+        first = model.chat_tokens([*self._shared_prefix, ChatMessage("user", "a")])
+        second = model.chat_tokens([*self._shared_prefix, ChatMessage("user", "b")])
+        prefix = first[: common_prefix_len(first, second)]
+        if len(prefix) < 2:
+            return
+        request = GenerationRequest(
+            messages=self._shared_prefix,
+            sampling=SamplingParams(max_tokens=1, temperature=0),
+            request_id="shared-prefix",
+        )
+        outbox: asyncio.Queue[Outcome] = asyncio.Queue()
+        seq = EngineSequence(request, prefix, 1, outbox)
+        seq.pin_prefix = True
+        scheduler.submit(seq)
+        while not isinstance(outcome := await outbox.get(), Finished):
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def close(self) -> None:
         if self._scheduler is not None:

@@ -3,8 +3,10 @@
 Every step decodes one token for each running sequence plus a slice of prompt
 for sequences being prefilled, within ``step_tokens`` (chunked prefill: a long
 prompt never stalls everyone else's decoding for long). New sequences join at
-the next step; finished or cancelled ones leave at once and free their KV cells.
-``llama_decode`` releases the GIL, so the event loop serves sockets meanwhile.
+the next step; finished or cancelled ones leave at once. A finished sequence's
+KV stays behind in the prefix cache, so the next prompt that starts the same
+way prefills only what is new. ``llama_decode`` releases the GIL, so the event
+loop serves sockets meanwhile.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ import llama_cpp
 
 from kefu.engine.base import EngineStats, FinishReason, TokenDelta
 from kefu.engine.llamacpp.model import LlamaModel, ModelLoadError
+from kefu.engine.llamacpp.prefix_cache import PrefixCache
 from kefu.engine.llamacpp.sequence import Outcome, Sequence
 from kefu.errors import EngineError
 
 log = logging.getLogger("kefu.engine")
+
+DECODE_OK = 0
+DECODE_NO_KV_SLOT = 1  # llama.cpp found no free KV cells; nothing was changed
 
 
 class Scheduler:
@@ -34,17 +40,20 @@ class Scheduler:
         context_size: int,
         step_tokens: int,
         threads: int,
+        cache_entries: int,
     ) -> None:
         self.model = model
         self.slots = slots
         self.context_size = context_size
         self.step_tokens = max(step_tokens, slots)
+        n_seq_ids = slots + cache_entries
         params = llama_cpp.llama_context_default_params()
-        # One unified KV pool: any sequence may use up to context_size cells, and
-        # sharing a prefix between sequences (seq_cp) costs no copy.
+        # One unified KV pool: a sequence may use up to context_size cells, and a
+        # prefix shared between sequences (seq_cp) is stored once.
         params.n_ctx = slots * context_size
-        params.n_seq_max = slots
+        params.n_seq_max = n_seq_ids
         params.kv_unified = True
+        # n_ubatch == n_batch: one decode is one ubatch, so a failed decode changed nothing.
         params.n_batch = self.step_tokens
         params.n_ubatch = self.step_tokens
         params.n_threads = threads
@@ -54,10 +63,12 @@ class Scheduler:
         if not self.ctx:
             raise ModelLoadError("llama.cpp could not create a context (out of memory?)")
         self.memory = llama_cpp.llama_get_memory(self.ctx)
-        self.batch = llama_cpp.llama_batch_init(self.step_tokens, 0, slots)
-        self._free_slots = list(range(slots))
+        self.batch = llama_cpp.llama_batch_init(self.step_tokens, 0, 1)
+        self.cache = PrefixCache(capacity=cache_entries)
+        self._free_ids = list(range(n_seq_ids))
         self._pending: deque[Sequence] = deque()
         self._active: list[Sequence] = []
+        self._in_batch: list[Sequence] = []  # sequences with tokens in the current batch
         self._cond = threading.Condition()
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -95,12 +106,20 @@ class Scheduler:
         return self._thread.is_alive()
 
     def stats(self) -> EngineStats:
+        active = list(self._active)
+        cache = self.cache.stats
         return EngineStats(
-            running=len(self._active),
+            running=len(active),
             waiting=len(self._pending),
             slots=self.slots,
-            kv_used_cells=sum(seq.n_past for seq in self._active),
+            kv_used_cells=sum(seq.n_past for seq in active),
             kv_total_cells=self.slots * self.context_size,
+            prefix_cache_entries=len(self.cache.entries),
+            prefix_cache_tokens=self.cache.cached_tokens,
+            prefix_lookups=cache.lookups,
+            prefix_hits=cache.hits,
+            prefix_reused_tokens=cache.reused_tokens,
+            prompt_tokens=cache.prompt_tokens,
         )
 
     # --- the engine thread ----------------------------------------------------------
@@ -115,7 +134,7 @@ class Scheduler:
                     if self._stopping:
                         break
                     self._drop_cancelled_pending()
-                    while self._pending and self._free_slots:
+                    while self._pending and len(self._active) < self.slots:
                         self._admit(self._pending.popleft())
                 self._step()
         except BaseException as exc:  # keep the process alive; fail what is in flight
@@ -135,51 +154,49 @@ class Scheduler:
             self._pending.remove(seq)
             seq.done = True
 
+    def _take_seq_id(self) -> int:
+        if not self._free_ids:
+            victim = self.cache.evict()
+            if victim is None:  # cannot happen: ids = slots + cache capacity
+                raise EngineError("no free sequence id")
+            self._forget(victim)
+        return self._free_ids.pop()
+
+    def _forget(self, seq_id: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self.memory, seq_id, -1, -1)
+        self._free_ids.append(seq_id)
+
     def _admit(self, seq: Sequence) -> None:
-        seq.slot = self._free_slots.pop()
+        seq.slot = self._take_seq_id()
+        entry, reuse = self.cache.match(seq.prompt)
+        if entry is not None:
+            llama_cpp.llama_memory_seq_cp(self.memory, entry.seq_id, seq.slot, 0, reuse)
+            seq.n_past = seq.reused = reuse
         seq.make_sampler()
         self._active.append(seq)
 
-    def _release(self, seq: Sequence) -> None:
+    def _release(self, seq: Sequence, *, keep_kv: bool) -> None:
         seq.done = True
-        llama_cpp.llama_memory_seq_rm(self.memory, seq.slot, -1, -1)
         seq.free_sampler()
         self._active.remove(seq)
-        self._free_slots.append(seq.slot)
+        if not keep_kv or seq.n_past == 0:
+            self._forget(seq.slot)
+            return
+        kept = tuple(seq.tokens[: seq.n_past])
+        for seq_id in self.cache.add(seq.slot, kept, pinned=seq.pin_prefix):
+            self._forget(seq_id)
 
     def _step(self) -> None:
         for seq in [s for s in self._active if s.cancelled]:
-            self._release(seq)
-        batch = self.batch
-        batch.n_tokens = 0
-        outputs: list[tuple[Sequence, int]] = []
-        budget = self.step_tokens
-        for seq in self._active:
-            if not seq.prefilling:
-                outputs.append((seq, batch.n_tokens))
-                self._add(seq.next_token, seq.n_past, seq.slot, True)
-                seq.n_past += 1
-                budget -= 1
-        now = time.perf_counter()
-        for seq in self._active:
-            if budget <= 0:
-                break
-            if not seq.prefilling:
-                continue
-            seq.prefill_started = seq.prefill_started or now
-            chunk = seq.prompt[seq.n_past : seq.n_past + budget]
-            last = len(seq.prompt) - 1
-            for offset, token in enumerate(chunk):
-                pos = seq.n_past + offset
-                if pos == last:
-                    outputs.append((seq, batch.n_tokens))
-                self._add(token, pos, seq.slot, pos == last)
-            seq.n_past += len(chunk)
-            budget -= len(chunk)
-        if batch.n_tokens == 0:
+            self._release(seq, keep_kv=True)
+        outputs = self._fill_batch()
+        if not outputs:
             return
-        status = llama_cpp.llama_decode(self.ctx, batch)
-        if status != 0:
+        status = llama_cpp.llama_decode(self.ctx, self.batch)
+        while status == DECODE_NO_KV_SLOT and (victim := self.cache.evict()) is not None:
+            self._forget(victim)  # cached prefixes give way to running sequences
+            status = llama_cpp.llama_decode(self.ctx, self.batch)
+        if status != DECODE_OK:
             self._fail_batch(status)
             return
         for seq, index in outputs:
@@ -188,17 +205,52 @@ class Scheduler:
             except Exception as exc:  # one bad sequence must not take the others down
                 log.exception("sequence %s failed", seq.request.request_id)
                 self._post(seq, EngineError(f"generation failed: {exc}"))
-                self._release(seq)
+                self._release(seq, keep_kv=False)
 
-    def _add(self, token: int, pos: int, slot: int, logits: bool) -> None:
+    def _fill_batch(self) -> list[tuple[Sequence, int]]:
+        """Decoding sequences first (one token each), then prompt slices within the budget.
+
+        Returns the sequences that get logits this step, with their batch index.
+        ``n_past`` advances here, so a failed decode fails every sequence in the batch.
+        """
+        self.batch.n_tokens = 0
+        self._in_batch = []
+        outputs: list[tuple[Sequence, int]] = []
+        budget = self.step_tokens
+        for seq in self._active:
+            if not seq.prefilling:
+                outputs.append((seq, self._add(seq, 1, logits=True)))
+                budget -= 1
+        now = time.perf_counter()
+        for seq in self._active:
+            if budget <= 0:
+                break
+            if seq.prefilling:
+                seq.prefill_started = seq.prefill_started or now
+                count = min(budget, len(seq.prompt) - seq.n_past)
+                completes = seq.n_past + count == len(seq.prompt)
+                index = self._add(seq, count, logits=completes)
+                if completes:
+                    outputs.append((seq, index))
+                budget -= count
+        return outputs
+
+    def _add(self, seq: Sequence, count: int, *, logits: bool) -> int:
+        """Append ``seq.tokens[n_past : n_past + count]``; returns the last token's index."""
         batch = self.batch
-        i = batch.n_tokens
-        batch.token[i] = token
-        batch.pos[i] = pos
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = slot
-        batch.logits[i] = logits
-        batch.n_tokens = i + 1
+        i: int = batch.n_tokens
+        for pos in range(seq.n_past, seq.n_past + count):
+            batch.token[i] = seq.tokens[pos]
+            batch.pos[i] = pos
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq.slot
+            batch.logits[i] = False
+            i += 1
+        batch.logits[i - 1] = logits
+        batch.n_tokens = i
+        seq.n_past += count
+        self._in_batch.append(seq)
+        return i - 1
 
     def _sample(self, seq: Sequence, index: int) -> None:
         token = llama_cpp.llama_sampler_sample(seq.sampler, self.ctx, index)
@@ -217,22 +269,21 @@ class Scheduler:
         elif seq.generated >= seq.max_tokens or seq.n_past + 1 >= self.context_size:
             self._finish(seq, "length")
         else:
-            seq.next_token = token
+            seq.tokens.append(token)
 
     def _finish(self, seq: Sequence, reason: FinishReason) -> None:
         tail = seq.text.finish()
         if tail:
             self._post(seq, TokenDelta(tail))
         self._post(seq, seq.finished(reason))
-        self._release(seq)
+        self._release(seq, keep_kv=True)
 
     def _fail_batch(self, status: int) -> None:
-        # 1 = no KV cells free; < 0 = a hard error. Either way this batch is lost.
         error = EngineError(f"llama_decode failed with status {status}")
-        log.error("llama_decode returned %d with %d sequences", status, len(self._active))
-        for seq in list(self._active):
+        log.error("llama_decode returned %d for %d sequences", status, len(self._in_batch))
+        for seq in self._in_batch:
             self._post(seq, error)
-            self._release(seq)
+            self._release(seq, keep_kv=False)
 
     def _post(self, seq: Sequence, outcome: Outcome) -> None:
         if self._loop is not None and not self._loop.is_closed():

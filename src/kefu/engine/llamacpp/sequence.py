@@ -41,9 +41,13 @@ class Sequence:
         self.outbox = outbox
         self.text = StreamText(request.sampling.stop)
         self.slot = -1  # llama.cpp seq_id once admitted
-        self.n_past = 0  # tokens of this sequence in the KV cache
-        self.next_token = -1  # sampled, to be decoded in the next step
+        # Prompt, then each sampled token; tokens[:n_past] are in the KV cache and
+        # tokens[n_past:] are fed in the next steps.
+        self.tokens = list(prompt)
+        self.n_past = 0
+        self.reused = 0  # prompt tokens whose KV came from the prefix cache
         self.generated = 0
+        self.pin_prefix = False  # keep this prompt's KV for good (the shared persona)
         self.cancelled = False
         self.done = False
         self.sampler: llama_cpp.llama_sampler_p | None = None
@@ -80,7 +84,11 @@ class Sequence:
     def finished(self, reason: FinishReason) -> Finished:
         return Finished(
             finish_reason=reason,
-            usage=Usage(prompt_tokens=len(self.prompt), completion_tokens=self.generated),
+            usage=Usage(
+                prompt_tokens=len(self.prompt),
+                completion_tokens=self.generated,
+                cached_prompt_tokens=self.reused,
+            ),
             timings=EngineTimings(
                 queued=self.queued,
                 prefill_started=self.prefill_started,

@@ -1,0 +1,127 @@
+"""The context builder, with FakeEngine as tokenizer (words + 3 tokens per message)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kefu.engine.base import ChatMessage, Tokenizer
+from kefu.engine.fake import FakeEngine
+from kefu.errors import ContextLengthExceeded, InvalidRequest
+from kefu.service.context import build_context
+
+PERSONA = "p1 p2"  # 2 words + 3 = 5 tokens
+MESSAGE = "m"  # 1 word + 3 = 4 tokens
+BASE = 9  # persona + message
+TURN = 9  # "u<i>" (4) + "a<i> x" (5)
+
+
+def history(turns: int) -> list[ChatMessage]:
+    messages: list[ChatMessage] = []
+    for i in range(turns):
+        messages.append(ChatMessage("user", f"u{i}"))
+        messages.append(ChatMessage("assistant", f"a{i} x"))
+    return messages
+
+
+@pytest.fixture
+def tokenizer() -> FakeEngine:
+    return FakeEngine()
+
+
+def test_fake_engine_is_a_tokenizer(tokenizer: FakeEngine) -> None:
+    assert isinstance(tokenizer, Tokenizer)
+    assert tokenizer.count_chat_tokens(history(1)) == TURN
+
+
+def test_everything_fits(tokenizer: FakeEngine) -> None:
+    built = build_context(
+        persona=PERSONA, history=history(3), message=MESSAGE, tokenizer=tokenizer, budget=100
+    )
+    assert built.messages == [
+        ChatMessage("system", PERSONA),
+        *history(3),
+        ChatMessage("user", MESSAGE),
+    ]
+    assert built.prompt_tokens == BASE + 3 * TURN
+    assert built.turns_used == 3
+    assert built.turns_dropped == 0
+
+
+@pytest.mark.parametrize(
+    ("budget", "used"),
+    [
+        (BASE + 3 * TURN, 3),  # exactly fits
+        (BASE + 3 * TURN - 1, 2),
+        (BASE + 2 * TURN, 2),
+        (BASE + 2 * TURN - 1, 1),
+        (BASE + TURN, 1),
+        (BASE + TURN - 1, 0),
+        (BASE, 0),
+    ],
+)
+def test_oldest_whole_turns_dropped_first(tokenizer: FakeEngine, budget: int, used: int) -> None:
+    built = build_context(
+        persona=PERSONA, history=history(3), message=MESSAGE, tokenizer=tokenizer, budget=budget
+    )
+    assert built.turns_used == used
+    assert built.turns_dropped == 3 - used
+    # Persona first, message last, and the newest ``used`` turns in order between them.
+    kept = history(3)[len(history(3)) - 2 * used :] if used else []
+    assert built.messages == [ChatMessage("system", PERSONA), *kept, ChatMessage("user", MESSAGE)]
+    assert built.prompt_tokens == BASE + used * TURN
+    assert built.prompt_tokens <= budget
+    assert built.prompt_tokens == tokenizer.count_chat_tokens(built.messages)
+
+
+def test_never_keeps_an_older_turn_after_dropping_a_newer_one(tokenizer: FakeEngine) -> None:
+    small_old = [ChatMessage("user", "old"), ChatMessage("assistant", "old")]
+    big_new = [ChatMessage("user", "new " * 50), ChatMessage("assistant", "new")]
+    # The old turn alone would fit, but dropping must go oldest first, whole turns only.
+    built = build_context(
+        persona=PERSONA,
+        history=[*small_old, *big_new],
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=BASE + 8,
+    )
+    assert built.turns_used == 0
+    assert built.turns_dropped == 2
+    assert built.messages == [ChatMessage("system", PERSONA), ChatMessage("user", MESSAGE)]
+
+
+def test_no_history(tokenizer: FakeEngine) -> None:
+    built = build_context(
+        persona=PERSONA, history=[], message=MESSAGE, tokenizer=tokenizer, budget=BASE
+    )
+    assert built.turns_used == 0
+    assert built.turns_dropped == 0
+    assert built.prompt_tokens == BASE
+
+
+def test_persona_and_message_too_long(tokenizer: FakeEngine) -> None:
+    with pytest.raises(ContextLengthExceeded) as info:
+        build_context(
+            persona=PERSONA,
+            history=history(2),
+            message=MESSAGE,
+            tokenizer=tokenizer,
+            budget=BASE - 1,
+        )
+    error = info.value
+    assert error.param == "message"
+    assert error.code == "context_length_exceeded"
+    assert isinstance(error, InvalidRequest)
+    assert str(BASE) in error.message  # the tokens it needs
+    assert str(BASE - 1) in error.message  # the budget
+
+
+def test_long_message_is_never_cut(tokenizer: FakeEngine) -> None:
+    message = "word " * 40
+    built = build_context(
+        persona=PERSONA, history=history(2), message=message, tokenizer=tokenizer, budget=50
+    )
+    # persona 5 + message 43 = 48 tokens: no 9-token turn fits next to them.
+    assert built.messages == [ChatMessage("system", PERSONA), ChatMessage("user", message)]
+    assert built.prompt_tokens == 48
+    assert built.turns_used == 0
+    assert built.turns_dropped == 2
