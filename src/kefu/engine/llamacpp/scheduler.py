@@ -135,7 +135,7 @@ class Scheduler:
                         break
                     self._drop_cancelled_pending()
                     while self._pending and len(self._active) < self.slots:
-                        self._admit(self._pending.popleft())
+                        self._admit_or_fail(self._pending.popleft())
                 self._step()
         except BaseException as exc:  # keep the process alive; fail what is in flight
             log.exception("engine thread crashed")
@@ -165,6 +165,19 @@ class Scheduler:
     def _forget(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self.memory, seq_id, -1, -1)
         self._free_ids.append(seq_id)
+
+    def _admit_or_fail(self, seq: Sequence) -> None:
+        try:
+            self._admit(seq)
+        except Exception as exc:  # fail this request, keep serving the others
+            log.exception("could not start sequence %s", seq.request.request_id)
+            self._post(seq, EngineError(f"could not start generation: {exc}"))
+            seq.done = True
+            seq.free_sampler()
+            if seq in self._active:
+                self._active.remove(seq)
+            if seq.slot >= 0:
+                self._forget(seq.slot)
 
     def _admit(self, seq: Sequence) -> None:
         seq.slot = self._take_seq_id()
