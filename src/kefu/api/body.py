@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -10,6 +11,9 @@ from starlette.requests import Request
 from kefu.errors import InvalidRequest, PayloadTooLarge
 
 M = TypeVar("M", bound=BaseModel)
+
+# pydantic names the member of a union in an error's location: "str", "list[TextPart]"...
+_UNION_MEMBER = re.compile(r"str|int|float|bool|none|[A-Z]\w*|[\w-]+\[.*\]")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -36,8 +40,12 @@ async def read_model(request: Request, model: type[M], limit: int) -> M:
 
 def validation_error(exc: ValidationError) -> InvalidRequest:
     """The first problem, named by its JSON path, as one InvalidRequest."""
-    error = exc.errors(include_url=False)[0]
-    path = ".".join(str(part) for part in error["loc"])
+    errors = exc.errors(include_url=False)
+    error = errors[0]
+    if any(_is_union_member(part) for part in error["loc"]):
+        # Every member of a union failed; one that got past the type check explains best.
+        error = next((e for e in errors if not e["type"].endswith("_type")), error)
+    path = ".".join(str(part) for part in error["loc"] if not _is_union_member(part))
     message = str(error["msg"]).removeprefix("Value error, ")
     if error["type"] == "json_invalid":
         return InvalidRequest(f"the request body is not valid JSON: {error['ctx']['error']}")
@@ -46,3 +54,7 @@ def validation_error(exc: ValidationError) -> InvalidRequest:
     if error["type"] == "missing":
         return InvalidRequest(f"'{path}' is required", param=path)
     return InvalidRequest(f"'{path}': {message}", param=path or None)
+
+
+def _is_union_member(part: str | int) -> bool:
+    return isinstance(part, str) and _UNION_MEMBER.fullmatch(part) is not None

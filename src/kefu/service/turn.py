@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,12 +70,13 @@ async def run_turn(
     is_new = session_id is None
     if session_id is None:
         session_id = uuid.uuid4().hex
-    elif await runtime.store.get_session(session_id) is None:
-        raise NotFound(
-            f"no session {session_id!r}; omit session_id to start one", param="session_id"
-        )
 
     async with runtime.locks.hold(session_id):
+        # Checked under the lock: a first turn still running holds it and stores the session.
+        if not is_new and await runtime.store.get_session(session_id) is None:
+            raise NotFound(
+                f"no session {session_id!r}; omit session_id to start one", param="session_id"
+            )
         timeline.mark("session_locked")
         stored = (
             [] if is_new else await runtime.store.recent_turns(session_id, settings.history_turns)
@@ -99,12 +101,13 @@ async def run_turn(
             outcome = "cancelled"
             try:
                 finished: Finished | None = None
-                async for event in runtime.generate(request, timeline):
-                    if isinstance(event, Finished):
-                        finished = event
-                    else:
-                        parts.append(event.text)
-                        yield TurnToken(event.text)
+                async with aclosing(runtime.generate(request, timeline)) as events:
+                    async for event in events:
+                        if isinstance(event, Finished):
+                            finished = event
+                        else:
+                            parts.append(event.text)
+                            yield TurnToken(event.text)
                 if finished is None:
                     raise EngineError("the engine ended the reply without finishing it")
                 outcome = finished.finish_reason

@@ -92,8 +92,14 @@ async def delete_session(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def session(request: Request) -> Response:
+    if request.method == "DELETE":
+        return await delete_session(request)
+    return await get_session(request)
+
+
 routes = [
     Route("/chat", chat, methods=["POST"]),
-    Route("/sessions/{session_id}", get_session, methods=["GET"]),
-    Route("/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    # One route per path, so a 405 lists every method the resource allows.
+    Route("/sessions/{session_id}", session, methods=["GET", "DELETE"]),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from kefu.api.openai.protocol import (
     ChatCompletion,
@@ -94,8 +95,11 @@ async def create_completion(
     generation = generation_request(runtime, request, completion_id)
     parts: list[str] = []
     finished: Finished | None = None
-    async with runtime.admitted(timeline):
-        async for event in runtime.generate(generation, timeline):
+    async with (
+        runtime.admitted(timeline),
+        aclosing(runtime.generate(generation, timeline)) as events,
+    ):
+        async for event in events:
             if isinstance(event, TokenDelta):
                 parts.append(event.text)
             else:
@@ -139,17 +143,18 @@ async def stream_completion(
 
     async with runtime.admitted(timeline):
         yield chunk(Delta(role="assistant", content=""))
-        async for event in runtime.generate(generation, timeline):
-            if isinstance(event, TokenDelta):
-                yield chunk(Delta(content=event.text))
-                continue
-            yield chunk(Delta(), event.finish_reason)
-            if request.stream_options and request.stream_options.include_usage:
-                yield ChatCompletionChunk(
-                    id=completion_id,
-                    created=created,
-                    model=model,
-                    choices=[],
-                    usage=usage_info(event.usage),
-                )
+        async with aclosing(runtime.generate(generation, timeline)) as events:
+            async for event in events:
+                if isinstance(event, TokenDelta):
+                    yield chunk(Delta(content=event.text))
+                    continue
+                yield chunk(Delta(), event.finish_reason)
+                if request.stream_options and request.stream_options.include_usage:
+                    yield ChatCompletionChunk(
+                        id=completion_id,
+                        created=created,
+                        model=model,
+                        choices=[],
+                        usage=usage_info(event.usage),
+                    )
     timeline.mark("done")

@@ -1,0 +1,154 @@
+"""What the benchmarks share: start servers as subprocesses, stream a chat completion, percentiles.
+
+Benchmarks print figures and never pass or fail on a time.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+# Starts llama-cpp-python's own OpenAI server with the one patch this machine needs:
+# models load without the extra (AMX/repack) buffer types, which crash in this VM.
+LLAMA_SERVER_WITH_AMX_FIX = """
+import sys
+import llama_cpp.llama_cpp as lib
+_default = lib.llama_model_default_params
+def _no_repack():
+    params = _default()
+    params.use_extra_bufts = False
+    return params
+lib.llama_model_default_params = _no_repack
+from llama_cpp.server.__main__ import main
+sys.argv = ["llama_cpp.server", *sys.argv[1:]]
+main()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); nan for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[rank]
+
+
+def wait_until(url: str, log: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+    raise RuntimeError(f"{url} not ready after {timeout:g} s; server log:\n{tail}")
+
+
+@contextmanager
+def running(command: list[str], ready_url: str, name: str) -> Iterator[None]:
+    """Run a server subprocess until the block ends; its log goes to a temp file."""
+    log = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_until(ready_url, log)
+            yield
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def kefu_server(*flags: str) -> Iterator[str]:
+    """``kefu serve`` on a free port and a fresh data dir; yields the base URL."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="kefu-bench-") as data:
+        command = [sys.executable, "-m", "kefu", "serve", "--port", str(port)]
+        command += ["--data-dir", data, "--log-level", "warning", *flags]
+        url = f"http://127.0.0.1:{port}"
+        with running(command, url + "/ready", "kefu"):
+            yield url
+
+
+@contextmanager
+def llama_cpp_server(model: Path, *, threads: int, n_ctx: int = 2048) -> Iterator[str]:
+    """llama-cpp-python's ``python -m llama_cpp.server``; yields the base URL."""
+    port = free_port()
+    command = [sys.executable, "-c", LLAMA_SERVER_WITH_AMX_FIX, "--model", str(model)]
+    command += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
+    command += ["--n_threads_batch", str(threads)]
+    url = f"http://127.0.0.1:{port}"
+    with running(command, url + "/v1/models", "llama-cpp-server"):
+        yield url
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    ttft: float  # seconds from sending to the first non-empty content delta
+    e2e: float  # seconds from sending to the end of the stream
+    text: str
+    error: str | None = None
+
+
+async def stream_chat(
+    client: httpx.AsyncClient,
+    base_url: str,
+    messages: list[dict[str, str]],
+    *,
+    max_tokens: int,
+    temperature: float = 0.0,
+) -> StreamResult:
+    body = {
+        "model": "bench",
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "stream": True,
+    }
+    sent = time.perf_counter()
+    first: float | None = None
+    parts: list[str] = []
+    try:
+        async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return StreamResult(0.0, time.perf_counter() - sent, "", f"HTTP {r.status_code}")
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    return StreamResult(0.0, time.perf_counter() - sent, "", str(chunk["error"]))
+                for choice in chunk.get("choices", []):
+                    content = (choice.get("delta") or {}).get("content")
+                    if content:
+                        first = first or time.perf_counter()
+                        parts.append(content)
+    except httpx.HTTPError as exc:
+        return StreamResult(0.0, time.perf_counter() - sent, "", type(exc).__name__)
+    end = time.perf_counter()
+    return StreamResult((first or end) - sent, end - sent, "".join(parts))

@@ -1,0 +1,218 @@
+"""Helpers for the HTTP tests: SSE parsing, engines with gates, an async in-process client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from starlette.applications import Starlette
+from starlette.types import Message
+
+from kefu.app import create_app
+from kefu.engine.base import GenerationEvent, GenerationRequest
+from kefu.engine.fake import FakeEngine
+from kefu.errors import EngineError
+from kefu.settings import Settings
+
+SettingsFactory = Callable[..., Settings]
+
+ENVELOPE_KEYS = {"message", "type", "param", "code"}
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str | None
+    data: str
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+def parse_sse(text: str) -> list[SseEvent]:
+    """Split an SSE body into events; every frame must end with a blank line."""
+    assert text.endswith("\n\n"), f"the stream does not end with a blank line: {text[-80:]!r}"
+    events = []
+    for frame in text.removesuffix("\n\n").split("\n\n"):
+        event: str | None = None
+        data: list[str] = []
+        for line in frame.split("\n"):
+            field, sep, value = line.partition(": ")
+            assert sep, f"not an SSE field line: {line!r}"
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+            else:
+                raise AssertionError(f"unexpected SSE field {field!r}")
+        assert data, f"an SSE frame without data: {frame!r}"
+        events.append(SseEvent(event, "\n".join(data)))
+    return events
+
+
+def assert_envelope(
+    response: httpx2.Response, status: int, code: str | None = None, type_: str | None = None
+) -> dict[str, Any]:
+    """The response is an OpenAI error envelope with this status (and code, type)."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error: dict[str, Any] = body["error"]
+    assert set(error) == ENVELOPE_KEYS, error
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    assert isinstance(error["type"], str)
+    if code is not None:
+        assert error["code"] == code, error
+    if type_ is not None:
+        assert error["type"] == type_, error
+    return error
+
+
+class GatedEngine(FakeEngine):
+    """A FakeEngine whose replies wait for ``release()``; it logs when each reply starts and ends.
+
+    Create it inside the running event loop's thread (async tests): the gate is an asyncio.Event.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.log: list[tuple[str, str]] = []
+        self.seen: list[GenerationRequest] = []  # every request, also those still at the gate
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def close_gate(self) -> None:
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.log.clear()
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        last_user = request.messages[-1].content
+        self.seen.append(request)
+        self.log.append(("start", last_user))
+        self.entered.set()
+        await self.gate.wait()
+        async for event in super().generate(request):
+            yield event
+        self.log.append(("end", last_user))
+
+
+class FailingEngine(FakeEngine):
+    """A FakeEngine that fails with EngineError after ``good_tokens`` tokens."""
+
+    def __init__(self, good_tokens: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.good_tokens = good_tokens
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
+        sent = 0
+        async with aclosing(super().generate(request)) as events:
+            async for event in events:
+                if sent == self.good_tokens:
+                    raise EngineError("the engine failed: decode returned -3")
+                sent += 1
+                yield event
+
+
+class NeverReadyEngine(FakeEngine):
+    """An engine that never finishes loading (start() waits on an event nobody sets)."""
+
+    async def start(self) -> None:
+        await asyncio.Event().wait()
+
+
+class BrokenEngine(FakeEngine):
+    """An engine whose loading fails."""
+
+    async def start(self) -> None:
+        raise RuntimeError("no model file at /nowhere.gguf")
+
+
+def make_app(settings: Settings, engine: FakeEngine) -> Starlette:
+    return create_app(settings, engine_factory=lambda _: engine)
+
+
+@asynccontextmanager
+async def serve(app: Starlette, *, ready: bool = True) -> AsyncIterator[httpx2.AsyncClient]:
+    """Run the app's lifespan in this event loop and give an async client on it."""
+    async with app.router.lifespan_context(app):
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            if ready:
+                deadline = time.monotonic() + 10
+                while (await client.get("/ready")).status_code != 200:
+                    assert time.monotonic() < deadline, "the app did not become ready"
+                    await asyncio.sleep(0.005)
+            yield client
+
+
+async def wait_until(condition: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.002)
+
+
+async def asgi_post(
+    app: Starlette,
+    path: str,
+    payload: dict[str, Any],
+    *,
+    disconnect_when: Callable[[bytes], bool],
+    block_send: bool = False,
+) -> list[Message]:
+    """POST through raw ASGI; the client disconnects once a body frame matches.
+
+    ``block_send`` makes every send after the disconnect hang, like a socket whose
+    peer is gone; otherwise sends return at once. Returns the messages the app sent.
+    """
+    body = json.dumps(payload).encode()
+    sent: list[Message] = []
+    gone = asyncio.Event()
+    request_read = False
+
+    async def receive() -> Message:
+        nonlocal request_read
+        if not request_read:
+            request_read = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and disconnect_when(message.get("body", b"")):
+            gone.set()
+        if block_send and gone.is_set():
+            await asyncio.Event().wait()
+
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    await app(scope, receive, send)
+    return sent

@@ -1,0 +1,95 @@
+"""The web page, the probes, and the app's lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from starlette.testclient import TestClient
+
+from kefu.engine.fake import FakeEngine
+from tests.conftest import ClientFactory
+from tests.http.helpers import GatedEngine, SettingsFactory, make_app, serve, wait_until
+
+
+def test_chat_page(shared_client: TestClient) -> None:
+    response = shared_client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/html; charset=utf-8"
+    page = response.text
+    assert page.lstrip().lower().startswith("<!doctype html>")
+    assert "<title>kefu" in page
+    assert '"/chat"' in page  # the page talks to the session API
+    assert "/sessions/" in page
+    assert "http://" not in page
+    assert "https://" not in page, "the page must not load anything from a CDN"
+
+
+def test_chat_page_head(shared_client: TestClient) -> None:
+    response = shared_client.head("/")
+    assert response.status_code == 200
+    assert response.content == b""
+
+
+def test_health(shared_client: TestClient) -> None:
+    response = shared_client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_ready_after_start(shared_client: TestClient) -> None:
+    response = shared_client.get("/ready")
+    assert response.status_code == 200
+    assert "retry-after" not in response.headers
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["error"] is None
+    assert body["model"] == "fake-engine"
+    engine = body["engine"]
+    assert {"running", "waiting", "slots", "kv_used_cells", "kv_total_cells"} <= set(engine)
+    assert engine["running"] == 0
+    assert body["admission"] == {"running": 0, "waiting": 0}
+
+
+@pytest.mark.anyio
+async def test_ready_reports_load(settings_factory: SettingsFactory) -> None:
+    engine = GatedEngine()
+    app = make_app(settings_factory(), engine)
+    async with serve(app) as client:
+        turn = asyncio.create_task(client.post("/chat", json={"message": "hi"}))
+        await wait_until(lambda: ("start", "hi") in engine.log)
+        ready = (await client.get("/ready")).json()
+        assert ready["admission"] == {"running": 1, "waiting": 0}
+        engine.release()
+        assert (await turn).status_code == 200
+        ready = (await client.get("/ready")).json()
+        assert ready["admission"] == {"running": 0, "waiting": 0}
+        assert ready["engine"]["running"] == 0
+
+
+def test_lifespan_starts_and_closes_the_engine(
+    client_factory: ClientFactory, fake_engine: FakeEngine
+) -> None:
+    with client_factory() as client:
+        assert fake_engine.started
+        assert client.get("/ready").status_code == 200
+    assert not fake_engine.started
+
+
+def test_sessions_survive_a_restart(client_factory: ClientFactory) -> None:
+    with client_factory() as client:
+        response = client.post("/chat", json={"message": "remember me"})
+        session_id = response.text.split('"session_id": "')[1].split('"')[0]
+    with client_factory() as client:
+        messages = client.get(f"/sessions/{session_id}").json()["messages"]
+    assert [m["content"] for m in messages] == ["remember me", "fake reply to: remember me"]
+
+
+def test_models_are_served_from_the_engine(client_factory: ClientFactory) -> None:
+    engine = FakeEngine(model_id="smollm2-135m", context_window=4096)
+    with client_factory(engine=engine) as client:
+        card = client.get("/v1/models").json()["data"][0]
+        ready = client.get("/ready").json()
+    assert card["id"] == "smollm2-135m"
+    assert card["meta"]["context_window"] == 4096
+    assert ready["model"] == "smollm2-135m"
