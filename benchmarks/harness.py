@@ -95,12 +95,16 @@ def kefu_server(*flags: str) -> Iterator[str]:
 
 
 @contextmanager
-def llama_cpp_server(model: Path, *, threads: int, n_ctx: int = 2048) -> Iterator[str]:
+def llama_cpp_server(
+    model: Path, *, threads: int, n_ctx: int = 2048, interrupt: bool = False
+) -> Iterator[str]:
     """llama-cpp-python's ``python -m llama_cpp.server``; yields the base URL."""
     port = free_port()
     command = [sys.executable, "-c", LLAMA_SERVER_WITH_AMX_FIX, "--model", str(model)]
     command += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads)]
-    command += ["--n_threads_batch", str(threads)]
+    # interrupt=True is its default: a new request drops the running stream. Queueing
+    # them (False) is its best setting for several users, so benchmarks compare that.
+    command += ["--n_threads_batch", str(threads), "--interrupt_requests", str(interrupt)]
     url = f"http://127.0.0.1:{port}"
     with running(command, url + "/v1/models", "llama-cpp-server"):
         yield url

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, TypeVar
 
 from starlette.types import Receive, Scope, Send
+
+from kefu.api.errors import describe
+from kefu.errors import KefuError
+
+T = TypeVar("T")
 
 SSE_HEADERS = {
     "cache-control": "no-cache",
@@ -25,6 +30,35 @@ def sse_event(data: Any, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     prefix = f"event: {event}\n" if event else ""
     return f"{prefix}data: {payload}\n\n".encode()
+
+
+async def open_event_stream(
+    events: AsyncGenerator[T, None],
+    encode: Callable[[T], bytes],
+    *,
+    error_event: str | None,
+    trailer: bytes = b"",
+) -> EventStream:
+    """Start streaming ``events``; an error before the first event keeps its HTTP status.
+
+    A KefuError after the stream started is sent in-band, as ``error_event`` (None:
+    a plain ``data:`` frame, as OpenAI does), then ``trailer``.
+    """
+    first = await anext(events)
+
+    async def frames() -> AsyncGenerator[bytes, None]:
+        try:
+            yield encode(first)
+            async for event in events:
+                yield encode(event)
+        except KefuError as exc:
+            yield sse_event(describe(exc)[1], event=error_event)
+        finally:
+            await events.aclose()
+        if trailer:
+            yield trailer
+
+    return EventStream(frames())
 
 
 class EventStream:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from dataclasses import asdict
 
 from starlette.requests import Request
@@ -11,9 +10,8 @@ from starlette.routing import Route
 
 from kefu.api.body import read_model
 from kefu.api.chat.protocol import ChatRequest, MessageOut, SessionOut
-from kefu.api.errors import describe
-from kefu.api.sse import EventStream, sse_event
-from kefu.errors import KefuError, NotFound
+from kefu.api.sse import EventStream, open_event_stream, sse_event
+from kefu.errors import NotFound
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 from kefu.service.turn import TurnDone, TurnEvent, TurnStarted, TurnToken, run_turn
@@ -30,21 +28,7 @@ async def chat(request: Request) -> EventStream:
         user_id=body.user_id,
         timeline=timeline,
     )
-    first = await anext(events)  # errors before the stream starts keep their HTTP status
-    return EventStream(_frames(first, events))
-
-
-async def _frames(
-    first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
-) -> AsyncGenerator[bytes, None]:
-    try:
-        yield _frame(first)
-        async for event in events:
-            yield _frame(event)
-    except KefuError as exc:
-        yield sse_event(describe(exc)[1], event="error")
-    finally:
-        await events.aclose()
+    return await open_event_stream(events, _frame, error_event="error")
 
 
 def _frame(event: TurnEvent) -> bytes:

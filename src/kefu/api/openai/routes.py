@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from kefu.api.body import read_model
-from kefu.api.errors import describe
 from kefu.api.openai.protocol import ChatCompletionChunk, ChatCompletionRequest
 from kefu.api.openai.serving import create_completion, list_models, stream_completion
-from kefu.api.sse import EventStream, sse_event
-from kefu.errors import KefuError
+from kefu.api.sse import EventStream, open_event_stream, sse_event
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 
@@ -36,22 +32,9 @@ async def chat_completions(request: Request) -> Response | EventStream:
         completion = await create_completion(runtime, body, timeline)
         return json_response(completion, {"server-timing": timeline.server_timing()})
     chunks = stream_completion(runtime, body, timeline)
-    first = await anext(chunks)  # errors before the first chunk keep their HTTP status
-    return EventStream(_frames(first, chunks))
-
-
-async def _frames(
-    first: ChatCompletionChunk, chunks: AsyncGenerator[ChatCompletionChunk, None]
-) -> AsyncGenerator[bytes, None]:
-    try:
-        yield _chunk_frame(first)
-        async for chunk in chunks:
-            yield _chunk_frame(chunk)
-    except KefuError as exc:
-        yield sse_event(describe(exc)[1])
-    finally:
-        await chunks.aclose()
-    yield b"data: [DONE]\n\n"
+    return await open_event_stream(
+        chunks, _chunk_frame, error_event=None, trailer=b"data: [DONE]\n\n"
+    )
 
 
 def _chunk_frame(chunk: ChatCompletionChunk) -> bytes:
