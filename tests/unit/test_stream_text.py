@@ -107,11 +107,11 @@ def test_finish_flushes_held_text() -> None:
     assert stream.stopped is False
 
 
-def test_finish_turns_an_incomplete_character_into_replacement() -> None:
+def test_finish_drops_the_bytes_of_a_character_cut_midway() -> None:
     stream = StreamText()
-    assert stream.feed("你".encode()[:2]) == ""
-    assert stream.finish() == "\ufffd"
-    assert stream.text == "\ufffd"
+    assert stream.feed("好你".encode()[:5]) == "好"
+    assert stream.finish() == ""
+    assert stream.text == "好"
 
 
 def test_earliest_of_several_stops_wins() -> None:

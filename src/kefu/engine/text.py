@@ -27,10 +27,16 @@ class StreamText:
         return self._release(self._held + self._decoder.decode(data))
 
     def finish(self) -> str:
-        """End of stream: flush what was held (an incomplete character becomes U+FFFD)."""
+        """End of stream: flush what was held.
+
+        Bytes of a character the reply was cut in the middle of (max_tokens, end of
+        window) are dropped: they can never become that character, and U+FFFD would
+        only show the client where the cut fell.
+        """
         if self.stopped:
             return ""
-        pending = self._held + self._decoder.decode(b"", final=True)
+        self._decoder.reset()
+        pending = self._held
         self._held = ""
         return self._emit(pending)
 

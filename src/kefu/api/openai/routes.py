@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from typing import Any
+
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,12 +33,38 @@ async def chat_completions(request: Request) -> Response | EventStream:
     runtime: Runtime = request.app.state.runtime
     body = await read_model(request, ChatCompletionRequest, runtime.settings.max_body_bytes)
     if not body.stream:
-        completion = await create_completion(runtime, body, timeline)
+        work = asyncio.ensure_future(create_completion(runtime, body, timeline))
+        if not await _finished_before_disconnect(request, work):
+            return Response(status_code=499)  # nobody is left to read it
+        completion = work.result()
         return json_response(completion, {"server-timing": timeline.server_timing()})
     chunks = stream_completion(runtime, body, timeline)
     return await open_event_stream(
         chunks, _chunk_frame, error_event=None, trailer=b"data: [DONE]\n\n"
     )
+
+
+async def _finished_before_disconnect(request: Request, work: asyncio.Future[Any]) -> bool:
+    """Wait for ``work``; if the client leaves first, cancel it, which frees its slot."""
+    watch = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    if work.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        return False
+    return True
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read in full, so the next message is the client leaving.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _chunk_frame(chunk: ChatCompletionChunk) -> bytes:
