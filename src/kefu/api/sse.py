@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
+from kefu.api.disconnect import wait_disconnect
 from kefu.api.errors import describe
 from kefu.errors import KefuError
 
@@ -74,7 +75,7 @@ class EventStream:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         send_task = asyncio.ensure_future(self._send_all(send))
-        watch_task = asyncio.ensure_future(self._watch_disconnect(receive))
+        watch_task = asyncio.ensure_future(wait_disconnect(receive))
         try:
             done, _ = await asyncio.wait(
                 {send_task, watch_task}, return_when=asyncio.FIRST_COMPLETED
@@ -97,10 +98,3 @@ class EventStream:
         except OSError:
             return  # the client went away mid-write
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    @staticmethod
-    async def _watch_disconnect(receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return

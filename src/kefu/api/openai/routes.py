@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from typing import Any
-
 from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from kefu.api.body import read_model
+from kefu.api.disconnect import ClientGone, unless_disconnected
 from kefu.api.openai.protocol import ChatCompletionChunk, ChatCompletionRequest
 from kefu.api.openai.serving import create_completion, list_models, stream_completion
 from kefu.api.sse import EventStream, open_event_stream, sse_event
@@ -33,38 +30,17 @@ async def chat_completions(request: Request) -> Response | EventStream:
     runtime: Runtime = request.app.state.runtime
     body = await read_model(request, ChatCompletionRequest, runtime.settings.max_body_bytes)
     if not body.stream:
-        work = asyncio.ensure_future(create_completion(runtime, body, timeline))
-        if not await _finished_before_disconnect(request, work):
+        try:
+            completion = await unless_disconnected(
+                request.receive, create_completion(runtime, body, timeline)
+            )
+        except ClientGone:
             return Response(status_code=499)  # nobody is left to read it
-        completion = work.result()
         return json_response(completion, {"server-timing": timeline.server_timing()})
     chunks = stream_completion(runtime, body, timeline)
     return await open_event_stream(
         chunks, _chunk_frame, error_event=None, trailer=b"data: [DONE]\n\n"
     )
-
-
-async def _finished_before_disconnect(request: Request, work: asyncio.Future[Any]) -> bool:
-    """Wait for ``work``; if the client leaves first, cancel it, which frees its slot."""
-    watch = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-        if not work.done():
-            work.cancel()
-        await asyncio.gather(watch, return_exceptions=True)
-    if work.cancelled():
-        with contextlib.suppress(asyncio.CancelledError):
-            await work
-        return False
-    return True
-
-
-async def _disconnected(request: Request) -> None:
-    # The body has been read in full, so the next message is the client leaving.
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def _chunk_frame(chunk: ChatCompletionChunk) -> bytes:
