@@ -134,6 +134,9 @@ def main() -> None:
         "--min-requests", type=int, default=16, help="requests per level (at least 2 per client)"
     )
     parser.add_argument("--threads", type=int, default=2, help="CPU threads for both engines")
+    parser.add_argument(
+        "--kefu-only", action="store_true", help="skip the baselines (for quick iterations)"
+    )
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     model_path = bundled_model_path()
@@ -144,6 +147,8 @@ def main() -> None:
     with kefu_server("--threads", str(args.threads), "--parallel", "8") as url:
         kefu = asyncio.run(bench_server(url, levels, args, tokenizer, "/health"))
         stats = httpx.get(url + "/ready").json()["engine"]
+    if args.kefu_only:
+        return
     print("kefu serve --prefix-cache 0 (no prefix reuse)")
     with kefu_server("--threads", str(args.threads), "--prefix-cache", "0") as url:
         no_reuse = asyncio.run(bench_server(url, [1, 8], args, tokenizer, "/health"))

@@ -69,6 +69,7 @@ class Scheduler:
         self._pending: deque[Sequence] = deque()
         self._active: list[Sequence] = []
         self._in_batch: list[Sequence] = []  # sequences with tokens in the current batch
+        self._outgoing: list[tuple[asyncio.Queue[Outcome], Outcome]] = []  # this step's events
         self._cond = threading.Condition()
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -137,6 +138,7 @@ class Scheduler:
                     while self._pending and len(self._active) < self.slots:
                         self._admit_or_fail(self._pending.popleft())
                 self._step()
+                self._flush()
         except BaseException as exc:  # keep the process alive; fail what is in flight
             log.exception("engine thread crashed")
             error = EngineError(f"the engine failed: {exc}")
@@ -148,6 +150,7 @@ class Scheduler:
                     self._post(seq, error)
                     seq.done = True
                 seq.free_sampler()
+            self._flush()
 
     def _drop_cancelled_pending(self) -> None:
         for seq in [s for s in self._pending if s.cancelled]:
@@ -299,5 +302,15 @@ class Scheduler:
             self._release(seq, keep_kv=False)
 
     def _post(self, seq: Sequence, outcome: Outcome) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(seq.outbox.put_nowait, outcome)
+        self._outgoing.append((seq.outbox, outcome))
+
+    def _flush(self) -> None:
+        """Hand this step's events to the event loop in one wake-up, not one per token."""
+        if self._outgoing and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(_deliver, self._outgoing)
+        self._outgoing = []
+
+
+def _deliver(outgoing: list[tuple[asyncio.Queue[Outcome], Outcome]]) -> None:
+    for outbox, outcome in outgoing:
+        outbox.put_nowait(outcome)
