@@ -30,7 +30,12 @@ EngineFactory = Callable[[Settings], Engine]
 
 def build_engine(settings: Settings) -> Engine:
     if settings.engine == "fake":
-        return FakeEngine(context_window=settings.context_size)
+        return FakeEngine(
+            context_window=settings.context_size,
+            token_delay=settings.fake_token_delay,
+            prefill_delay=settings.fake_prefill_delay,
+            reply_words=settings.fake_reply_words,
+        )
     from kefu.engine.llamacpp.engine import LlamaCppEngine  # loads the llama.cpp library
 
     return LlamaCppEngine(

@@ -58,12 +58,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="TOML file of settings, keys named like the flags [env KEFU_CONFIG]",
     )
     _add_setting_flags(serve)
+    serve.set_defaults(run=_serve_command)
     return parser
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     flags: dict[str, Any] = {name: getattr(args, name) for name in Settings.model_fields}
     return load_settings(flags, config_file=args.config)
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings(args)
+    except SettingsError as exc:
+        print(f"kefu: error: {exc}", file=sys.stderr)
+        return 2
+    serve(settings)
+    return 0
 
 
 def serve(settings: Settings) -> None:
@@ -87,15 +98,10 @@ def serve(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Each subcommand sets ``run``: a function of the parsed args returning the exit status."""
     args = build_parser().parse_args(argv)
-    try:
-        settings = _settings(args)
-    except SettingsError as exc:
-        print(f"kefu: error: {exc}", file=sys.stderr)
-        return 2
-    if args.command == "serve":
-        serve(settings)
-    return 0
+    status: int = args.run(args)
+    return status
 
 
 if __name__ == "__main__":

@@ -45,6 +45,17 @@ class Settings(BaseModel):
         description="Which engine produces tokens: 'llamacpp' (embedded model) or 'fake' "
         "(deterministic text, for tests and overhead benchmarks only).",
     )
+    fake_token_delay: float = Field(
+        0.0, ge=0, description="--engine fake only: seconds between reply tokens (a model's speed)."
+    )
+    fake_prefill_delay: float = Field(
+        0.0, ge=0, description="--engine fake only: seconds before the first token."
+    )
+    fake_reply_words: int | None = Field(
+        None,
+        ge=1,
+        description="--engine fake only: reply length in words (default: echo the message).",
+    )
     model: Path | None = Field(
         None,
         description="Path to a GGUF model file; default: SmolLM2-135M-Instruct bundled in the "
