@@ -9,10 +9,13 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.types import Scope
 
-from kefu.api import health, web
+from kefu.api import health, observe, web
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
+from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
@@ -20,6 +23,7 @@ from kefu.errors import KefuError
 from kefu.limits.admission import Admission
 from kefu.service.runtime import Runtime
 from kefu.service.session_lock import SessionLocks
+from kefu.service.timeline import Timeline
 from kefu.settings import Settings
 from kefu.store.sqlite import SqliteSessionStore
 
@@ -70,18 +74,21 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         await store.open()
         # Load in the background so /health answers and /ready says "loading" meanwhile.
         loading = asyncio.create_task(runtime.start_engine())
+        sampling = asyncio.create_task(_sample_load(runtime))
         try:
             yield
         finally:
-            loading.cancel()
-            await asyncio.gather(loading, return_exceptions=True)
+            for task in (loading, sampling):
+                task.cancel()
+            await asyncio.gather(loading, sampling, return_exceptions=True)
             runtime.ready = False
             await runtime.drain()
             await engine.close()
             await store.close()
 
     return Starlette(
-        routes=[*health.routes, *openai.routes, *chat.routes, *web.routes],
+        routes=[*health.routes, *openai.routes, *chat.routes, *observe.routes, *web.routes],
+        middleware=[Middleware(ObserveRequests, report=_report)],
         exception_handlers={
             KefuError: kefu_error_handler,
             HTTPException: http_error_handler,
@@ -89,3 +96,24 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         },
         lifespan=lifespan,
     )
+
+
+def _report(scope: Scope, request_id: str, status: int, timeline: Timeline) -> None:
+    runtime: Runtime | None = getattr(scope["app"].state, "runtime", None)
+    if runtime is None:  # a request before the lifespan started
+        return
+    route = scope.get("route")
+    runtime.observer.report(
+        request_id=request_id,
+        method=scope["method"],
+        route=str(getattr(route, "path", scope["path"])),
+        status=status,
+        timeline=timeline,
+    )
+
+
+async def _sample_load(runtime: Runtime, every: float = 1.0) -> None:
+    """Queue depth over time for the dashboard: requests only show it once they end."""
+    while True:
+        runtime.observer.sample_load()
+        await asyncio.sleep(every)

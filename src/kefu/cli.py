@@ -85,6 +85,12 @@ def serve(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # The access log is one JSON object per line, ready for any log shipper.
+    access = logging.getLogger("kefu.access")
+    access_handler = logging.StreamHandler()
+    access_handler.setFormatter(logging.Formatter("%(message)s"))
+    access.addHandler(access_handler)
+    access.propagate = False
     app = create_app(settings)
     config = uvicorn.Config(
         app,

@@ -48,6 +48,9 @@ def describe(exc: errors.KefuError) -> tuple[int, dict[str, Any], dict[str, str]
 
 async def kefu_error_handler(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.KefuError)
+    timeline = getattr(request.state, "timeline", None)
+    if timeline is not None:
+        timeline.outcome.error = exc.code
     status, body, headers = describe(exc)
     return JSONResponse(body, status_code=status, headers=headers)
 

@@ -8,17 +8,21 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationRequest
-from kefu.errors import EngineNotReady
+from kefu.errors import EngineNotReady, KefuError
 from kefu.limits.admission import Admission
+from kefu.observe.metrics import LoadSnapshot
+from kefu.observe.observer import Observer
 from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
 from kefu.store.base import SessionStore
 
 log = logging.getLogger("kefu.service")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -32,15 +36,27 @@ class Runtime:
     ready: bool = False
     load_error: str | None = None
     # Work that runs after a reply (storing the turn); awaited at shutdown so nothing is lost.
-    background: set[asyncio.Task[None]] = field(default_factory=set)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+    observer: Observer = field(init=False)
 
-    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def __post_init__(self) -> None:
+        self.observer = Observer(self.load_snapshot)
+
+    def load_snapshot(self) -> LoadSnapshot:
+        return LoadSnapshot(
+            engine=self.engine.stats(),
+            admitted=self.admission.running,
+            waiting=self.admission.waiting,
+            ready=self.ready,
+        )
+
+    def spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(work)
         self.background.add(task)
         task.add_done_callback(self._background_done)
         return task
 
-    def _background_done(self, task: asyncio.Task[None]) -> None:
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
         self.background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("background work failed", exc_info=task.exception())
@@ -84,8 +100,13 @@ class Runtime:
         self, request: GenerationRequest, timeline: Timeline
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Engine events for a request that already holds an admission slot; marks the timeline."""
-        async with aclosing(self.engine.generate(request)) as events:
-            async for event in events:
-                if isinstance(event, Finished):
-                    timeline.mark_engine(event.timings)
-                yield event
+        try:
+            async with aclosing(self.engine.generate(request)) as events:
+                async for event in events:
+                    if isinstance(event, Finished):
+                        timeline.mark_engine(event.timings)
+                        timeline.finished(event.usage, event.finish_reason)
+                    yield event
+        except KefuError as exc:
+            timeline.outcome.error = exc.code
+            raise

@@ -1,14 +1,18 @@
-"""A request's timeline: when each stage was reached, on one monotonic clock.
+"""A request's timeline: when each stage was reached, on one monotonic clock, and its outcome.
 
 Marks are ``time.perf_counter()`` readings, the clock the engine thread uses too,
-so engine stages (prefill start, first token) line up with gateway stages.
+so engine stages (prefill start, first token) line up with gateway stages. The
+stages partition the request: each runs from the previous mark to its own, so
+their durations always add up to the whole.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
+from dataclasses import dataclass
 
-from kefu.engine.base import EngineTimings
+from kefu.engine.base import EngineTimings, Usage
 
 # Derived durations: name -> (from mark, to mark). Vocabulary from docs/ARCHITECTURE.md.
 DURATIONS: dict[str, tuple[str, str]] = {
@@ -20,11 +24,38 @@ DURATIONS: dict[str, tuple[str, str]] = {
 }
 
 
+@dataclass
+class Outcome:
+    """What the request produced, filled in by the layer that knows it."""
+
+    tier: str | None = None
+    turn: int | None = None  # /chat: this message's turn number in its session
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    error: str | None = None  # the KefuError code, when the request failed
+
+
+# A stage is named for the work that ends at its mark.
+STAGE_OF_MARK = {
+    "parsed": "parse",
+    "session_locked": "session",
+    "context_built": "context",
+    "admitted": "admission",
+    "prefill_started": "queue",
+    "first_token": "prefill",
+    "last_token": "decode",
+    "done": "finish",
+    "sent": "send",
+    "ended": "send",
+}
+
+
 class Timeline:
     def __init__(self, received: float | None = None) -> None:
         self.marks: dict[str, float] = {
             "received": time.perf_counter() if received is None else received
         }
+        self.outcome = Outcome()
 
     def mark(self, stage: str, at: float | None = None) -> None:
         self.marks[stage] = time.perf_counter() if at is None else at
@@ -35,16 +66,30 @@ class Timeline:
             if value is not None:
                 self.marks[stage] = value
 
+    def finished(self, usage: Usage, finish_reason: str) -> None:
+        self.outcome.usage = usage
+        self.outcome.finish_reason = finish_reason
+
     def duration_ms(self, start: str, end: str) -> float | None:
         if start in self.marks and end in self.marks:
             return round((self.marks[end] - self.marks[start]) * 1000, 3)
         return None
 
+    def ordered(self) -> list[tuple[str, float]]:
+        return sorted(self.marks.items(), key=lambda item: item[1])
+
+    def stages_ms(self) -> dict[str, float]:
+        """Time spent in each stage (previous mark to this one), in order; sums to the total."""
+        ordered = self.ordered()
+        return {
+            STAGE_OF_MARK.get(name, name): round((at - before) * 1000, 3)
+            for (_, before), (name, at) in itertools.pairwise(ordered)
+        }
+
     def as_dict(self) -> dict[str, float]:
         """Stage offsets from ``received`` (``*_at_ms``) and derived durations (``*_ms``)."""
         start = self.marks["received"]
-        ordered = sorted(self.marks.items(), key=lambda item: item[1])
-        result = {f"{name}_at_ms": round((at - start) * 1000, 3) for name, at in ordered}
+        result = {f"{name}_at_ms": round((at - start) * 1000, 3) for name, at in self.ordered()}
         for name, (begin, end) in DURATIONS.items():
             value = self.duration_ms(begin, end)
             if value is not None:

@@ -67,6 +67,7 @@ async def run_turn(
     """Errors raised before the first event are the caller's to turn into an HTTP status."""
     runtime.check_ready()
     settings = runtime.settings
+    timeline.outcome.tier = "llm"
     is_new = session_id is None
     if session_id is None:
         session_id = uuid.uuid4().hex
@@ -126,6 +127,6 @@ async def run_turn(
                 }
                 turn = Turn(user=message, assistant="".join(parts), meta=meta)
                 # Shielded: a client that leaves must not cost the conversation its turn.
-                await asyncio.shield(
+                timeline.outcome.turn = await asyncio.shield(
                     runtime.spawn(runtime.store.append_turn(session_id, turn, user_id))
                 )

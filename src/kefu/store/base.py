@@ -50,8 +50,8 @@ class SessionStore(Protocol):
 
     async def messages(self, session_id: str) -> list[StoredMessage]: ...
 
-    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> None:
-        """Store a turn; the first turn of a new session id creates the session."""
+    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> int:
+        """Store a turn and return its number (1 for the first); the first creates the session."""
         ...
 
     async def delete_session(self, session_id: str) -> bool:

@@ -107,10 +107,10 @@ class SqliteSessionStore:
 
         return await self._run(select)
 
-    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> None:
+    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> int:
         now = time.time()
 
-        def insert(conn: sqlite3.Connection) -> None:
+        def insert(conn: sqlite3.Connection) -> int:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(
@@ -138,8 +138,9 @@ class SqliteSessionStore:
                     ],
                 )
                 conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            return int(number)
 
-        await self._run(insert)
+        return await self._run(insert)
 
     async def delete_session(self, session_id: str) -> bool:
         def delete(conn: sqlite3.Connection) -> bool:

@@ -18,9 +18,10 @@ from kefu.service.turn import TurnDone, TurnEvent, TurnStarted, TurnToken, run_t
 
 
 async def chat(request: Request) -> EventStream:
-    timeline = Timeline()
+    timeline: Timeline = request.state.timeline
     runtime: Runtime = request.app.state.runtime
     body = await read_model(request, ChatRequest, runtime.settings.max_body_bytes)
+    timeline.mark("parsed")
     events = run_turn(
         runtime,
         message=body.message,

@@ -26,9 +26,10 @@ async def models(request: Request) -> Response:
 
 
 async def chat_completions(request: Request) -> Response | EventStream:
-    timeline = Timeline()
+    timeline: Timeline = request.state.timeline
     runtime: Runtime = request.app.state.runtime
     body = await read_model(request, ChatCompletionRequest, runtime.settings.max_body_bytes)
+    timeline.mark("parsed")
     if not body.stream:
         try:
             completion = await unless_disconnected(

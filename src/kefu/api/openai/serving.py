@@ -93,6 +93,8 @@ async def create_completion(
 ) -> ChatCompletion:
     completion_id = new_completion_id()
     generation = generation_request(runtime, request, completion_id)
+    timeline.outcome.tier = "llm"
+    timeline.mark("context_built")
     parts: list[str] = []
     finished: Finished | None = None
     async with (
@@ -130,6 +132,8 @@ async def stream_completion(
     """
     completion_id = new_completion_id()
     generation = generation_request(runtime, request, completion_id)
+    timeline.outcome.tier = "llm"
+    timeline.mark("context_built")
     created = int(time.time())
     model = request.model or runtime.engine.model_id
 

@@ -1,0 +1,170 @@
+"""Where does the latency live? A verdict a person acts on, from a ``/stats`` summary (pure).
+
+Thresholds are the ones operators in the field use (docs/ARCHITECTURE.md):
+TTFT < 500 ms excellent, < 1 s good, < 2 s acceptable, else poor; queue wait
+over 30 % of E2E means compute is saturated; a timeout error rate over 1 % is a
+fault; TTFT that grows with the turn number means context management is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "warn", "fail"]
+
+TTFT_GRADES = ((500, "excellent"), (1000, "good"), (2000, "acceptable"))
+QUEUE_SHARE_LIMIT = 0.30
+TIMEOUT_RATE_LIMIT = 0.01
+ERROR_RATE_LIMIT = 0.01
+TURN_GROWTH_LIMIT = 0.5  # TTFT p50 of the latest turn vs the first
+TURN_GROWTH_MIN_MS = 200
+GATEWAY_WARN_MS = 50
+MIN_PER_TURN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str
+    status: Status
+    message: str
+
+
+@dataclass(slots=True)
+class Verdict:
+    samples: int
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if any(f.status == "fail" for f in self.findings):
+            return "unhealthy"
+        return "healthy"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "healthy" else 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "samples": self.samples,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+    def render(self) -> str:
+        marks = {"ok": "  ok ", "warn": " warn", "fail": " FAIL"}
+        lines = [f"kefu diagnose: {self.status.upper()} ({self.samples} answers in the window)"]
+        lines += [f"{marks[f.status]}  {f.check:<10} {f.message}" for f in self.findings]
+        return "\n".join(lines)
+
+
+def diagnose(summary: dict[str, Any]) -> Verdict:
+    verdict = Verdict(samples=int(summary.get("requests", 0)))
+    for check in (_stages, _ttft, _queue, _turn_growth, _gateway, _timeouts, _errors):
+        finding = check(summary)
+        if finding is not None:
+            verdict.findings.append(finding)
+    return verdict
+
+
+def _stages(s: dict[str, Any]) -> Finding | None:
+    shares: dict[str, float] = s.get("stage_share") or {}
+    if not shares:
+        return None
+    top = sorted(shares.items(), key=lambda kv: kv[1], reverse=True)
+    text = ", ".join(f"{name} {share:.0%}" for name, share in top if share >= 0.005)
+    return Finding("stages", "ok", f"share of E2E by stage: {text}")
+
+
+def _ttft(s: dict[str, Any]) -> Finding | None:
+    ttft = s.get("ttft_ms") or {}
+    p95 = ttft.get("p95")
+    if p95 is None:
+        return None
+    grade = next((name for limit, name in TTFT_GRADES if p95 < limit), "poor")
+    figures = f"TTFT p50 {ttft.get('p50'):.0f} ms, p95 {p95:.0f} ms, p99 {ttft.get('p99'):.0f} ms"
+    status: Status = "fail" if grade == "poor" else "warn" if grade == "acceptable" else "ok"
+    advice = "" if status == "ok" else " (users notice past 1 s; see the queue and stages below)"
+    return Finding("ttft", status, f"{figures}: {grade}{advice}")
+
+
+def _queue(s: dict[str, Any]) -> Finding | None:
+    share = s.get("queue_share")
+    if share is None:
+        return None
+    queue = s.get("queue_ms") or {}
+    load = s.get("load") or {}
+    figures = (
+        f"requests spend {share:.0%} of E2E waiting for the engine (queue p95 "
+        f"{queue.get('p95') or 0:.0f} ms, up to {load.get('waiting_max', 0)} waiting, "
+        f"{load.get('running_max', 0)} running)"
+    )
+    if share > QUEUE_SHARE_LIMIT:
+        return Finding(
+            "queue",
+            "fail",
+            f"{figures}: compute is saturated, the queue is the bottleneck; add engine "
+            "replicas, raise --parallel if the KV cache has room, or shed load earlier "
+            "(--max-queue)",
+        )
+    return Finding("queue", "ok", figures)
+
+
+def _turn_growth(s: dict[str, Any]) -> Finding | None:
+    turns = {
+        int(turn): row["p50"]
+        for turn, row in (s.get("ttft_by_turn") or {}).items()
+        if row.get("count", 0) >= MIN_PER_TURN and row.get("p50") is not None
+    }
+    if len(turns) < 2:
+        return None
+    first, last = min(turns), max(turns)
+    growth = (turns[last] - turns[first]) / max(turns[first], 1e-9)
+    figures = (
+        f"TTFT p50 turn {first}: {turns[first]:.0f} ms, turn {last}: {turns[last]:.0f} ms "
+        f"({growth:+.0%})"
+    )
+    if growth > TURN_GROWTH_LIMIT and turns[last] - turns[first] > TURN_GROWTH_MIN_MS:
+        return Finding(
+            "turns",
+            "fail",
+            f"{figures}: the prompt grows with every turn, so context management is off; "
+            "lower --history-turns or summarise older turns",
+        )
+    return Finding("turns", "ok", figures)
+
+
+def _gateway(s: dict[str, Any]) -> Finding | None:
+    gateway = s.get("gateway_ms") or {}
+    p50 = gateway.get("p50")
+    if p50 is None:
+        return None
+    figures = (
+        f"time in kefu itself (E2E less queue, prefill, decode): p50 {p50:.1f} ms, "
+        f"p99 {gateway.get('p99') or 0:.1f} ms"
+    )
+    status: Status = "warn" if p50 > GATEWAY_WARN_MS else "ok"
+    return Finding("gateway", status, figures)
+
+
+def _timeouts(s: dict[str, Any]) -> Finding | None:
+    requests = int(s.get("requests", 0))
+    if not requests:
+        return None
+    rate = int(s.get("timeouts", 0)) / requests
+    text = f"timeout error rate {rate:.1%} ({s.get('timeouts', 0)} of {requests})"
+    if rate > TIMEOUT_RATE_LIMIT:
+        return Finding("timeouts", "fail", f"{text}: over 1 % is a fault")
+    return Finding("timeouts", "ok", text)
+
+
+def _errors(s: dict[str, Any]) -> Finding | None:
+    requests = int(s.get("requests", 0))
+    others = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k != "queue_timeout"}
+    if not requests or not others:
+        return None
+    rate = sum(others.values()) / requests
+    detail = ", ".join(f"{code} {n}" for code, n in sorted(others.items()))
+    status: Status = "fail" if rate > ERROR_RATE_LIMIT else "warn"
+    return Finding("errors", status, f"error rate {rate:.1%}: {detail}")

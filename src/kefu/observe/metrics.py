@@ -1,0 +1,174 @@
+"""Prometheus metrics: one registry per app (no process-global state), base units, low cardinality.
+
+Histograms and counters are fed by finished requests; gauges (load, KV, cache)
+are read from the engine and admission at scrape time, so they are never stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kefu.engine.base import EngineStats
+from kefu.observe.records import RequestRecord
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Chat latencies: from a cache hit (ms) to an overloaded CPU box (tens of seconds).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60)
+TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.2, 0.5, 1)
+STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5)
+KNOWN_ROUTES = {
+    "/",
+    "/chat",
+    "/sessions/{session_id}",
+    "/v1/chat/completions",
+    "/v1/models",
+    "/health",
+    "/ready",
+    "/metrics",
+    "/stats",
+    "/diagnose",
+    "/dashboard",
+}
+
+
+class Metrics:
+    def __init__(self, load: Callable[[], LoadSnapshot]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "kefu_http_requests",
+            "HTTP requests by route and status.",
+            ["route", "status"],
+            registry=r,
+        )
+        self.answers = Counter(
+            "kefu_answers", "Answers by the tier that produced them.", ["tier"], registry=r
+        )
+        self.errors = Counter("kefu_errors", "Failed answers by error code.", ["code"], registry=r)
+        self.ttft = Histogram(
+            "kefu_ttft_seconds",
+            "Request received to first token.",
+            ["tier"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "kefu_e2e_seconds",
+            "Request received to last byte sent.",
+            ["tier"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tpot = Histogram(
+            "kefu_tpot_seconds", "(E2E - TTFT) / (tokens - 1).", buckets=TOKEN_BUCKETS, registry=r
+        )
+        self.queue = Histogram(
+            "kefu_queue_wait_seconds",
+            "Admitted to prefill started.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.prefill = Histogram(
+            "kefu_prefill_seconds",
+            "Prefill started to first token.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.gateway = Histogram(
+            "kefu_gateway_seconds",
+            "Time in kefu itself: E2E less queue, prefill and decode.",
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.stage = Histogram(
+            "kefu_stage_seconds",
+            "Time to reach each stage from the previous one.",
+            ["stage"],
+            buckets=(*STAGE_BUCKETS, 10, 30),
+            registry=r,
+        )
+        self.tokens = Counter(
+            "kefu_tokens",
+            "Tokens by kind: prompt, cached_prompt, completion.",
+            ["kind"],
+            registry=r,
+        )
+        r.register(_LoadCollector(load))
+
+    def observe(self, record: RequestRecord) -> None:
+        route = record.route if record.route in KNOWN_ROUTES else "other"
+        self.requests.labels(route, str(record.status)).inc()
+        if not record.answered:
+            return
+        tier = record.tier or "none"
+        if record.error:
+            self.errors.labels(record.error).inc()
+        else:
+            self.answers.labels(tier).inc()
+        self.e2e.labels(tier).observe(record.e2e_ms / 1000)
+        for histogram, value in (
+            (self.ttft.labels(tier), record.ttft_ms),
+            (self.tpot, record.tpot_ms),
+            (self.queue, record.queue_ms),
+            (self.prefill, record.prefill_ms),
+            (self.gateway, record.gateway_ms),
+        ):
+            if value is not None:
+                histogram.observe(value / 1000)
+        for stage, ms in record.stages_ms.items():
+            self.stage.labels(stage).observe(ms / 1000)
+        self.tokens.labels("prompt").inc(record.prompt_tokens)
+        self.tokens.labels("cached_prompt").inc(record.cached_tokens)
+        self.tokens.labels("completion").inc(record.completion_tokens)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class LoadSnapshot:
+    """What the engine and admission report right now."""
+
+    def __init__(self, engine: EngineStats, admitted: int, waiting: int, ready: bool) -> None:
+        self.engine = engine
+        self.admitted = admitted
+        self.waiting = waiting
+        self.ready = ready
+
+
+class _LoadCollector(Collector):
+    def __init__(self, load: Callable[[], LoadSnapshot]) -> None:
+        self.load = load
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.load()
+        stats = snap.engine
+        hit_ratio = stats.prefix_reused_tokens / stats.prompt_tokens if stats.prompt_tokens else 0
+        for name, doc, value in (
+            ("kefu_ready", "1 once the model is loaded and warmed up.", float(snap.ready)),
+            ("kefu_requests_running", "Requests holding an engine slot.", snap.admitted),
+            ("kefu_requests_waiting", "Requests waiting for an engine slot.", snap.waiting),
+            ("kefu_engine_slots", "Sequences the engine decodes together.", stats.slots),
+            ("kefu_engine_running_sequences", "Sequences in the engine.", stats.running),
+            (
+                "kefu_kv_cells_used",
+                "KV cache cells held by running sequences.",
+                stats.kv_used_cells,
+            ),
+            ("kefu_kv_cells", "KV cache cells in all.", stats.kv_total_cells),
+            (
+                "kefu_prefix_cache_entries",
+                "KV prefixes kept for reuse.",
+                stats.prefix_cache_entries,
+            ),
+            (
+                "kefu_prefix_cache_hit_ratio",
+                "Share of prompt tokens whose KV was reused.",
+                hit_ratio,
+            ),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
