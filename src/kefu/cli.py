@@ -12,6 +12,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 
 from kefu import __version__
+from kefu.observe.command import register as register_diagnose
 from kefu.settings import Settings, SettingsError, env_name, load_settings
 
 
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_setting_flags(serve)
     serve.set_defaults(run=_serve_command)
+    register_diagnose(commands)
     return parser
 
 
