@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setting_flags(serve)
     serve.set_defaults(run=_serve_command)
     register_diagnose(commands)
+    from kefu.bench.command import register as register_bench
+
+    register_bench(commands)
     return parser
 
 

@@ -38,6 +38,13 @@ def format_seconds(value: float) -> str:
 
 def parse_slo(text: str) -> Slo:
     """``ttft=1s,tpot=50ms,e2e=5`` -> Slo; a bare number is seconds; '' or 'none' bounds nothing."""
+    try:
+        return _parse(text)
+    except SloError as exc:
+        raise SloError(f"--slo {text!r}: {exc}") from None
+
+
+def _parse(text: str) -> Slo:
     if text.strip().lower() in ("", "none"):
         return Slo()
     bounds: dict[str, float] = {}

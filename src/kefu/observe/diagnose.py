@@ -114,7 +114,7 @@ def _queue(s: dict[str, Any]) -> Finding | None:
 def _turn_growth(s: dict[str, Any]) -> Finding | None:
     turns = {
         int(turn): row["p50"]
-        for turn, row in (s.get("ttft_by_turn") or {}).items()
+        for turn, row in (s.get("ttft_less_queue_by_turn") or {}).items()
         if row.get("count", 0) >= MIN_PER_TURN and row.get("p50") is not None
     }
     if len(turns) < 2:
@@ -122,8 +122,8 @@ def _turn_growth(s: dict[str, Any]) -> Finding | None:
     first, last = min(turns), max(turns)
     growth = (turns[last] - turns[first]) / max(turns[first], 1e-9)
     figures = (
-        f"TTFT p50 turn {first}: {turns[first]:.0f} ms, turn {last}: {turns[last]:.0f} ms "
-        f"({growth:+.0%})"
+        f"TTFT less queue wait, p50: turn {first} {turns[first]:.0f} ms, turn {last} "
+        f"{turns[last]:.0f} ms ({growth:+.0%})"
     )
     if growth > TURN_GROWTH_LIMIT and turns[last] - turns[first] > TURN_GROWTH_MIN_MS:
         return Finding(
