@@ -21,6 +21,7 @@ from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError
 from kefu.limits.admission import Admission
+from kefu.observe.otel import OtlpExporter
 from kefu.service.runtime import Runtime
 from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
@@ -71,6 +72,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             locks=SessionLocks(settings.session_wait),
         )
         app.state.runtime = runtime
+        exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
+        if exporter is not None:
+            runtime.observer.spans = exporter
+            await exporter.start()
         await store.open()
         # Load in the background so /health answers and /ready says "loading" meanwhile.
         loading = asyncio.create_task(runtime.start_engine())
@@ -85,6 +90,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             await runtime.drain()
             await engine.close()
             await store.close()
+            if exporter is not None:
+                await exporter.close()
 
     return Starlette(
         routes=[*health.routes, *openai.routes, *chat.routes, *observe.routes, *web.routes],

@@ -114,6 +114,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (413 beyond)."
     )
+    otel_endpoint: str | None = Field(
+        None,
+        description="OpenTelemetry collector base URL (OTLP/HTTP JSON, e.g. "
+        "http://127.0.0.1:4318): one span per request and per stage. Off when unset.",
+    )
     warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
