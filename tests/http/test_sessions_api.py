@@ -65,7 +65,7 @@ def test_get_session(client: TestClient) -> None:
         ("assistant", "fake reply to: thanks"),
     ]
     for m in messages:
-        assert set(m) == {"role", "content", "created_at", "meta"}
+        assert set(m) == {"role", "content", "created_at", "turn", "meta"}
     assert messages[0]["meta"] == {}
     meta = messages[1]["meta"]
     assert meta["tier"] == "llm"

@@ -37,6 +37,8 @@ class Runtime:
     load_error: str | None = None
     # Work that runs after a reply (storing the turn); awaited at shutdown so nothing is lost.
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    # A session's turn being stored after its reply went out; readers of that session wait.
+    pending_writes: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     observer: Observer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +62,23 @@ class Runtime:
         self.background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("background work failed", exc_info=task.exception())
+
+    def write_behind(self, session_id: str, work: Coroutine[Any, Any, Any]) -> None:
+        """Store after the response ended; ``settled`` makes later readers wait for it."""
+        task = self.spawn(work)
+        self.pending_writes[session_id] = task
+
+        def forget(done: asyncio.Task[Any]) -> None:
+            if self.pending_writes.get(session_id) is done:
+                del self.pending_writes[session_id]
+
+        task.add_done_callback(forget)
+
+    async def settled(self, session_id: str) -> None:
+        """Wait until the session's last turn is stored (read your own writes)."""
+        pending = self.pending_writes.get(session_id)
+        if pending is not None:
+            await asyncio.wait({pending})  # its failure is logged by spawn, not raised here
 
     async def drain(self) -> None:
         if self.background:

@@ -7,7 +7,6 @@ turn is stored even when the client leaves mid-reply, so nothing is lost.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -73,15 +72,23 @@ async def run_turn(
         session_id = uuid.uuid4().hex
 
     async with runtime.locks.hold(session_id):
-        # Checked under the lock: a first turn still running holds it and stores the session.
+        # Under the lock, after the previous turn is stored: a first turn still running
+        # holds the lock, and its store creates the session.
+        await runtime.settled(session_id)
         if not is_new and await runtime.store.get_session(session_id) is None:
             raise NotFound(
                 f"no session {session_id!r}; omit session_id to start one", param="session_id"
             )
         timeline.mark("session_locked")
+        # At least one turn back, to know this turn's number.
         stored = (
-            [] if is_new else await runtime.store.recent_turns(session_id, settings.history_turns)
+            []
+            if is_new
+            else await runtime.store.recent_turns(session_id, max(settings.history_turns, 1))
         )
+        timeline.outcome.turn = stored[-1].turn + 1 if stored else 1
+        if settings.history_turns == 0:
+            stored = []
         max_tokens = min(settings.max_tokens, runtime.engine.context_window // 2)
         context = build_context(
             persona=settings.persona,
@@ -126,7 +133,8 @@ async def run_turn(
                     "timings": timeline.as_dict(),
                 }
                 turn = Turn(user=message, assistant="".join(parts), meta=meta)
-                # Shielded: a client that leaves must not cost the conversation its turn.
-                timeline.outcome.turn = await asyncio.shield(
-                    runtime.spawn(runtime.store.append_turn(session_id, turn, user_id))
+                # After the reply, in a task of its own: a client that leaves must not cost
+                # the conversation its turn, and nobody waits for the disk before the end.
+                runtime.write_behind(
+                    session_id, runtime.store.append_turn(session_id, turn, user_id)
                 )

@@ -15,6 +15,7 @@ class StoredMessage:
     created_at: float
     # Per-message facts worth keeping: tier, finish_reason, timings of the reply.
     meta: dict[str, Any] = field(default_factory=dict)
+    turn: int = 0  # 1 for the session's first exchange
 
     def as_chat(self) -> ChatMessage:
         return ChatMessage(self.role, self.content)

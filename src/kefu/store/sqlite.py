@@ -87,8 +87,8 @@ class SqliteSessionStore:
 
         def select(conn: sqlite3.Connection) -> list[StoredMessage]:
             rows = conn.execute(
-                "SELECT role, content, created_at, meta FROM messages WHERE session_id = ? AND "
-                "turn > (SELECT COALESCE(MAX(turn), 0) FROM messages WHERE session_id = ?) - ? "
+                "SELECT role, content, created_at, meta, turn FROM messages WHERE session_id = ? "
+                "AND turn > (SELECT COALESCE(MAX(turn), 0) FROM messages WHERE session_id = ?) - ? "
                 "ORDER BY id",
                 (session_id, session_id, turns),
             ).fetchall()
@@ -99,7 +99,7 @@ class SqliteSessionStore:
     async def messages(self, session_id: str) -> list[StoredMessage]:
         def select(conn: sqlite3.Connection) -> list[StoredMessage]:
             rows = conn.execute(
-                "SELECT role, content, created_at, meta FROM messages WHERE session_id = ? "
+                "SELECT role, content, created_at, meta, turn FROM messages WHERE session_id = ? "
                 "ORDER BY id",
                 (session_id,),
             ).fetchall()
@@ -153,6 +153,6 @@ class SqliteSessionStore:
         return await self._run(delete)
 
 
-def _message(row: tuple[str, str, float, str]) -> StoredMessage:
-    role, content, created_at, meta = row
-    return StoredMessage(role, content, created_at, json.loads(meta))  # type: ignore[arg-type]
+def _message(row: tuple[str, str, float, str, int]) -> StoredMessage:
+    role, content, created_at, meta, turn = row
+    return StoredMessage(role, content, created_at, json.loads(meta), turn)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ class MessageOut(BaseModel):
     role: str
     content: str
     created_at: float
+    turn: int
     meta: dict[str, Any] = Field(default_factory=dict)
 
 

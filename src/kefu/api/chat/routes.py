@@ -54,6 +54,7 @@ def _frame(event: TurnEvent) -> bytes:
 async def get_session(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     session_id = request.path_params["session_id"]
+    await runtime.settled(session_id)
     session = await runtime.store.get_session(session_id)
     if session is None:
         raise NotFound(f"no session {session_id!r}", param="session_id")
@@ -72,6 +73,7 @@ async def delete_session(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     session_id = request.path_params["session_id"]
     async with runtime.locks.hold(session_id):  # never delete under a running turn
+        await runtime.settled(session_id)  # nor before its store lands (it would resurrect it)
         if not await runtime.store.delete_session(session_id):
             raise NotFound(f"no session {session_id!r}", param="session_id")
     return Response(status_code=204)
