@@ -71,6 +71,8 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    # This handler runs outside ObserveRequests (in ServerErrorMiddleware): add the id here.
+    request_id = getattr(request.state, "request_id", None)
     return JSONResponse(
         error_body(
             "internal server error; the server log has the details",
@@ -78,4 +80,5 @@ async def unexpected_error_handler(request: Request, exc: Exception) -> Response
             code="internal_error",
         ),
         status_code=500,
+        headers={"x-request-id": request_id} if request_id else None,
     )

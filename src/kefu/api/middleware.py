@@ -48,6 +48,11 @@ class ObserveRequests:
 
         try:
             await self.app(scope, receive, observed_send)
+        except Exception:
+            # A bug, not a KefuError: no handler inside this middleware saw it.
+            if timeline.outcome.error is None:
+                timeline.outcome.error = "internal_error"
+            raise
         finally:
             if "sent" not in timeline.marks:
                 timeline.mark("ended")  # the client left or the app failed mid-response

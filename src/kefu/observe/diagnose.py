@@ -21,6 +21,14 @@ TURN_GROWTH_LIMIT = 0.5  # TTFT p50 of the latest turn vs the first
 TURN_GROWTH_MIN_MS = 200
 GATEWAY_WARN_MS = 50
 MIN_PER_TURN = 3
+# The caller's mistakes: reported, but they say nothing about the server's health.
+CLIENT_ERROR_CODES = {
+    "invalid_request",
+    "context_length_exceeded",
+    "payload_too_large",
+    "not_found",
+    "session_busy",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +169,13 @@ def _timeouts(s: dict[str, Any]) -> Finding | None:
 
 def _errors(s: dict[str, Any]) -> Finding | None:
     requests = int(s.get("requests", 0))
-    others = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k != "queue_timeout"}
-    if not requests or not others:
+    codes = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k != "queue_timeout"}
+    if not requests or not codes:
         return None
-    rate = sum(others.values()) / requests
-    detail = ", ".join(f"{code} {n}" for code, n in sorted(others.items()))
+    server = {k: v for k, v in codes.items() if k not in CLIENT_ERROR_CODES}
+    detail = ", ".join(f"{code} {n}" for code, n in sorted(codes.items()))
+    if not server:
+        return Finding("errors", "ok", f"only client errors: {detail}")
+    rate = sum(server.values()) / requests
     status: Status = "fail" if rate > ERROR_RATE_LIMIT else "warn"
-    return Finding("errors", status, f"error rate {rate:.1%}: {detail}")
+    return Finding("errors", status, f"server error rate {rate:.1%} ({detail})")

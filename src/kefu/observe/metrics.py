@@ -105,11 +105,12 @@ class Metrics:
         self.requests.labels(route, str(record.status)).inc()
         if not record.answered:
             return
-        tier = record.tier or "none"
         if record.error:
+            # Counted, but kept out of the latency histograms: a 404 in 1 ms is no answer.
             self.errors.labels(record.error).inc()
-        else:
-            self.answers.labels(tier).inc()
+            return
+        tier = record.tier or "none"
+        self.answers.labels(tier).inc()
         self.e2e.labels(tier).observe(record.e2e_ms / 1000)
         for histogram, value in (
             (self.ttft.labels(tier), record.ttft_ms),

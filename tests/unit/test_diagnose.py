@@ -1,0 +1,262 @@
+"""diagnose(): verdicts from hand-made /stats summaries (pure)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kefu.observe.diagnose import Finding, Verdict, diagnose
+
+
+def healthy(**overrides: Any) -> dict[str, Any]:
+    """A summary of a server with room to spare."""
+    summary: dict[str, Any] = {
+        "window_s": 300.0,
+        "requests": 100,
+        "errors": 0,
+        "timeouts": 0,
+        "errors_by_code": {},
+        "tiers": {"llm": 100},
+        "ttft_ms": {"p50": 120.0, "p95": 300.0, "p99": 400.0},
+        "e2e_ms": {"p50": 900.0, "p95": 1500.0, "p99": 1800.0},
+        "queue_ms": {"p50": 1.0, "p95": 5.0, "p99": 8.0},
+        "gateway_ms": {"p50": 2.0, "p95": 4.0, "p99": 6.0},
+        "queue_share": 0.02,
+        "stage_share": {"decode": 0.8, "prefill": 0.1, "queue": 0.02, "send": 0.08},
+        "ttft_less_queue_by_turn": {
+            "1": {"count": 5, "p50": 100.0},
+            "2": {"count": 5, "p50": 110.0},
+        },
+        "load": {"running_max": 4, "waiting_max": 0},
+    }
+    summary.update(overrides)
+    return summary
+
+
+def finding(verdict: Verdict, check: str) -> Finding | None:
+    found = [f for f in verdict.findings if f.check == check]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def the(verdict: Verdict, check: str) -> Finding:
+    result = finding(verdict, check)
+    assert result is not None, f"no {check!r} finding in {verdict.findings}"
+    return result
+
+
+def turns(first: tuple[int, float], last: tuple[int, float]) -> dict[str, Any]:
+    """ttft_less_queue_by_turn with turn 1 and turn 3: (count, p50) each."""
+    return {
+        "1": {"count": first[0], "p50": first[1]},
+        "3": {"count": last[0], "p50": last[1]},
+    }
+
+
+def test_healthy_summary() -> None:
+    verdict = diagnose(healthy())
+    assert verdict.status == "healthy"
+    assert verdict.exit_code == 0
+    assert verdict.samples == 100
+    assert [f.check for f in verdict.findings] == [
+        "stages",
+        "ttft",
+        "queue",
+        "turns",
+        "gateway",
+        "timeouts",
+    ]
+    assert all(f.status == "ok" for f in verdict.findings), verdict.findings
+
+
+def test_stages_finding_lists_shares_largest_first() -> None:
+    message = the(diagnose(healthy()), "stages").message
+    assert "decode 80%, prefill 10%, send 8%, queue 2%" in message
+
+
+def test_queue_over_the_limit_is_the_bottleneck() -> None:
+    summary = healthy(
+        queue_share=0.6,
+        queue_ms={"p50": 900.0, "p95": 2400.0, "p99": 3000.0},
+        load={"running_max": 1, "waiting_max": 23},
+    )
+    verdict = diagnose(summary)
+    queue = the(verdict, "queue")
+    assert queue.status == "fail"
+    assert "queue is the bottleneck" in queue.message
+    assert "60%" in queue.message
+    assert "2400 ms" in queue.message
+    assert "up to 23 waiting" in queue.message
+    assert verdict.status == "unhealthy"
+    assert verdict.exit_code == 1
+
+
+@pytest.mark.parametrize(("share", "status"), [(0.30, "ok"), (0.3001, "fail"), (0.0, "ok")])
+def test_queue_share_limit(share: float, status: str) -> None:
+    assert the(diagnose(healthy(queue_share=share)), "queue").status == status
+
+
+def test_no_queue_share_no_queue_finding() -> None:
+    assert finding(diagnose(healthy(queue_share=None)), "queue") is None
+
+
+@pytest.mark.parametrize(
+    ("p95", "grade", "status", "exit_code"),
+    [
+        (100, "excellent", "ok", 0),
+        (499, "excellent", "ok", 0),
+        (500, "good", "ok", 0),
+        (999, "good", "ok", 0),
+        (1000, "acceptable", "warn", 0),
+        (1999, "acceptable", "warn", 0),
+        (2000, "poor", "fail", 1),
+        (9000, "poor", "fail", 1),
+    ],
+)
+def test_ttft_grades(p95: float, grade: str, status: str, exit_code: int) -> None:
+    verdict = diagnose(healthy(ttft_ms={"p50": p95 / 2, "p95": p95, "p99": p95}))
+    ttft = the(verdict, "ttft")
+    assert ttft.status == status
+    assert f": {grade}" in ttft.message
+    assert f"p95 {p95:.0f} ms" in ttft.message
+    assert verdict.exit_code == exit_code
+
+
+def test_no_ttft_no_ttft_finding() -> None:
+    no_ttft = {"p50": None, "p95": None, "p99": None}
+    assert finding(diagnose(healthy(ttft_ms=no_ttft)), "ttft") is None
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "status"),
+    [
+        ((3, 100.0), (3, 400.0), "fail"),  # +300 %, +300 ms
+        ((3, 100.0), (3, 160.0), "ok"),  # +60 %, but only +60 ms
+        ((3, 1000.0), (3, 1300.0), "ok"),  # +300 ms, but only +30 %
+        ((3, 400.0), (3, 600.0), "ok"),  # exactly +50 % and +200 ms: not over
+        ((3, 400.0), (3, 601.0), "fail"),  # just over both
+        ((3, 500.0), (3, 300.0), "ok"),  # shrinking
+        ((2, 100.0), (3, 400.0), None),  # turn 1 has too few samples: nothing to compare
+        ((3, 100.0), (2, 400.0), None),  # turn 3 has too few samples
+    ],
+)
+def test_turn_growth(first: tuple[int, float], last: tuple[int, float], status: str | None) -> None:
+    verdict = diagnose(healthy(ttft_less_queue_by_turn=turns(first, last)))
+    growth = finding(verdict, "turns")
+    if status is None:
+        assert growth is None
+        return
+    assert growth is not None
+    assert growth.status == status
+    assert f"turn 1 {first[1]:.0f} ms, turn 3 {last[1]:.0f} ms" in growth.message
+    if status == "fail":
+        assert "context management is off" in growth.message
+        assert verdict.exit_code == 1
+
+
+def test_turn_growth_compares_turn_numbers_not_strings() -> None:
+    by_turn = {
+        "2": {"count": 5, "p50": 100.0},
+        "10": {"count": 5, "p50": 900.0},  # "10" < "2" as strings
+    }
+    growth = the(diagnose(healthy(ttft_less_queue_by_turn=by_turn)), "turns")
+    assert growth.status == "fail"
+    assert "turn 2 100 ms, turn 10 900 ms" in growth.message
+
+
+def test_turn_growth_skips_turns_without_enough_samples() -> None:
+    by_turn = {
+        "1": {"count": 4, "p50": 100.0},
+        "2": {"count": 3, "p50": 120.0},
+        "3": {"count": 1, "p50": 5000.0},  # one slow outlier: ignored
+    }
+    growth = the(diagnose(healthy(ttft_less_queue_by_turn=by_turn)), "turns")
+    assert growth.status == "ok"
+    assert "turn 1 100 ms, turn 2 120 ms" in growth.message
+
+
+@pytest.mark.parametrize(
+    ("requests", "timeouts", "status"),
+    [(100, 0, "ok"), (100, 1, "ok"), (1000, 10, "ok"), (1000, 11, "fail"), (100, 50, "fail")],
+)
+def test_timeout_rate(requests: int, timeouts: int, status: str) -> None:
+    summary = healthy(
+        requests=requests,
+        timeouts=timeouts,
+        errors=timeouts,
+        errors_by_code={"queue_timeout": timeouts} if timeouts else {},
+    )
+    verdict = diagnose(summary)
+    finding_ = the(verdict, "timeouts")
+    assert finding_.status == status
+    assert f"({timeouts} of {requests})" in finding_.message
+    if status == "fail":
+        assert "over 1 % is a fault" in finding_.message
+        assert verdict.exit_code == 1
+    # queue timeouts are judged as timeouts, not again as other errors
+    assert finding(verdict, "errors") is None
+
+
+def test_no_requests_no_rates() -> None:
+    verdict = diagnose({"requests": 0})
+    assert verdict.findings == []
+    assert verdict.status == "healthy"
+
+
+@pytest.mark.parametrize(
+    ("errors_by_code", "status"),
+    [
+        ({"engine_error": 1}, "warn"),  # 1 %: not over the limit
+        ({"engine_error": 2}, "fail"),
+        ({"engine_error": 1, "queue_full": 1}, "fail"),
+    ],
+)
+def test_other_errors(errors_by_code: dict[str, int], status: str) -> None:
+    verdict = diagnose(healthy(errors_by_code=errors_by_code, errors=sum(errors_by_code.values())))
+    errors = the(verdict, "errors")
+    assert errors.status == status
+    for code, n in errors_by_code.items():
+        assert f"{code} {n}" in errors.message
+    assert verdict.exit_code == (1 if status == "fail" else 0)
+
+
+def test_gateway_over_50_ms_warns_but_stays_healthy() -> None:
+    verdict = diagnose(healthy(gateway_ms={"p50": 60.0, "p95": 80.0, "p99": 90.0}))
+    assert the(verdict, "gateway").status == "warn"
+    assert "p50 60.0 ms" in the(verdict, "gateway").message
+    assert verdict.status == "healthy"
+    assert verdict.exit_code == 0
+
+
+def test_render_has_a_headline_and_every_finding() -> None:
+    verdict = diagnose(
+        healthy(
+            queue_share=0.6,
+            errors_by_code={"engine_error": 5},
+            gateway_ms={"p50": 60.0, "p95": 80.0, "p99": 90.0},
+        )
+    )
+    text = verdict.render()
+    lines = text.splitlines()
+    assert lines[0] == "kefu diagnose: UNHEALTHY (100 answers in the window)"
+    assert len(lines) == 1 + len(verdict.findings)
+    for f, line in zip(verdict.findings, lines[1:], strict=True):
+        assert f.check in line
+        assert f.message in line
+        assert {"ok": "ok", "warn": "warn", "fail": "FAIL"}[f.status] in line.split()[0]
+    assert "queue is the bottleneck" in text
+
+
+def test_render_healthy_headline() -> None:
+    assert diagnose(healthy()).render().startswith("kefu diagnose: HEALTHY (100 answers")
+
+
+def test_as_dict_is_json() -> None:
+    verdict = diagnose(healthy(queue_share=0.6))
+    data = json.loads(json.dumps(verdict.as_dict()))
+    assert data["status"] == "unhealthy"
+    assert data["samples"] == 100
+    assert {"check": "queue", "status": "fail"}.items() <= data["findings"][2].items()
+    assert all(set(f) == {"check", "status", "message"} for f in data["findings"])
