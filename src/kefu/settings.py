@@ -150,8 +150,13 @@ class Settings(BaseModel):
     @field_validator("model")
     @classmethod
     def _model_exists(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_file():
+        if value is None:
+            return None
+        if not value.is_file():
             raise ValueError(f"no model file at {value}")
+        with value.open("rb") as f:
+            if f.read(4) != b"GGUF":  # fail at start, not minutes later in the loader
+                raise ValueError(f"{value} is not a GGUF model file")
         return value
 
 

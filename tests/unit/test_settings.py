@@ -220,6 +220,13 @@ def test_model_existing_file_accepted(tmp_path: Path) -> None:
     assert load(env={"KEFU_MODEL": str(model)}).model == model
 
 
+def test_model_that_is_not_gguf_rejected_at_start(tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_text("<html>a download error page</html>")
+    with pytest.raises(SettingsError, match="is not a GGUF model file"):
+        load({"model": str(model)})
+
+
 def test_model_directory_rejected(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="no model file"):
         load({"model": str(tmp_path)})
