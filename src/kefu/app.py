@@ -40,6 +40,7 @@ def build_engine(settings: Settings) -> Engine:
             token_delay=settings.fake_token_delay,
             prefill_delay=settings.fake_prefill_delay,
             reply_words=settings.fake_reply_words,
+            slots=settings.parallel,
         )
     from kefu.engine.llamacpp.engine import LlamaCppEngine  # loads the llama.cpp library
 

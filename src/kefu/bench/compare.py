@@ -79,7 +79,8 @@ def compare_text(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str)
     lines = [
         f"A: {a.get('label', '')}  ({a_name})",
         f"B: {b.get('label', '')}  ({b_name})",
-        "ratio = B / A (above 1: B higher - worse for latency and errors, better for throughput)",
+        "B/A = ratio (above 1: B higher - worse for latency and errors, better for "
+        "throughput); better: which run did better, '=' within 2 %",
     ]
     if mode_a != mode_b:
         lines.append(f"note: A ran by {mode_a}, B by {mode_b}; levels are matched by number")
@@ -87,11 +88,10 @@ def compare_text(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str)
     rows = []
     for load in sorted(set(levels_a) | set(levels_b)):
         sa, sb = levels_a.get(load), levels_b.get(load)
-        for label, path, kind, _ in METRICS:
+        for label, path, kind, higher in METRICS:
             va, vb = _get(sa, path), _get(sb, path)
-            rows.append(
-                [load_text(load), label, _format(va, kind), _format(vb, kind), ratio(va, vb)]
-            )
-    table = render([unit, "metric", "A", "B", "B/A"], rows, left=2)
+            formatted = [_format(va, kind), _format(vb, kind), ratio(va, vb)]
+            rows.append([load_text(load), label, *formatted, better(va, vb, higher)])
+    table = render([unit, "metric", "A", "B", "B/A", "better"], rows, left=2)
     knees = f"knee ({unit}): A {_knee(a)}, B {_knee(b)}"
     return "\n".join(lines) + "\n\n" + table + "\n\n" + knees + "\n"

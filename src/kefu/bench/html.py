@@ -59,8 +59,7 @@ def render_html(result: BenchResult, images: Sequence[str]) -> str:
         f"<pre>{escape(head)}</pre>",
     ]
     if result.knee is not None:
-        unit = "users" if result.config.mode == "users" else "sessions/s"
-        knee = knee_text(result.knee, result.levels, unit)
+        knee = knee_text(result.knee, result.levels)
         parts.append(f'<p class="knee">{escape(knee).replace(chr(10), "<br>")}</p>')
     parts += ["<h2>Throughput</h2>", _table(*throughput_rows(result))]
     parts += ["<h2>Latency (ms, successful requests)</h2>", _table(*latency_rows(result))]

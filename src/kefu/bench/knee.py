@@ -20,8 +20,8 @@ with a few dozen requests per level, where p99 is nearly the maximum; and TTFT f
 capacity is a few milliseconds, whose jitter alone can exceed 50 %. TTFT p99 is what the
 customer feels in the tail, so it is the SLO gate instead.
 
-Outcomes: ``found`` (the knee is a tested level below the highest, or the highest when the
-level after it is missing); ``not_reached`` (every level passes: the knee is at or beyond the
+Outcomes: ``found`` (the knee is a tested level, and the level after it fails; the reason
+says how); ``not_reached`` (every level passes: the knee is at or beyond the
 highest level tested, which is reported as a lower bound — sweep higher); ``none`` (the
 lowest level already misses the SLO: the knee, if any, is below it — sweep lower or relax
 the SLO).
@@ -116,6 +116,4 @@ def find_knee(points: Sequence[LevelPoint], max_growth: float = MAX_GROWTH) -> K
             max_growth,
             checks=checks,
         )
-    return Knee(
-        knee.load, "found", f"knee at {_load(knee.load)}: {failure}", max_growth, checks=checks
-    )
+    return Knee(knee.load, "found", f"the next level fails: {failure}", max_growth, checks=checks)

@@ -198,15 +198,19 @@ def split_rows(result: BenchResult, by: str) -> tuple[list[str], list[list[str]]
     return headers, rows
 
 
-def knee_text(knee: Knee | None, levels: Sequence[LevelResult], unit: str) -> str:
+def knee_text(knee: Knee | None, levels: Sequence[LevelResult]) -> str:
     if knee is None:
         return ""
-    lines = [f"knee: {knee.reason}"]
     at = next((lv for lv in levels if lv.plan.load == knee.load), None)
+    if knee.status == "found" and at is not None:
+        lines = [f"knee: {at.plan.label}; {knee.reason}"]
+    else:
+        outcome = "not reached" if knee.status == "not_reached" else "none"
+        lines = [f"knee: {outcome}; {knee.reason}"]
     if knee.status == "found" and at is not None:
         s = at.summary
         lines.append(
-            f"  at {load_text(at.plan.load)} {unit}: {num(s.request_throughput)} req/s, "
+            f"  at {at.plan.label}: {num(s.request_throughput)} req/s, "
             f"{num(s.token_throughput, 1)} tok/s, goodput {num(s.goodput)}/s, "
             f"TTFT p99 {ms(s.ttft.p99)} ms, E2E p50 {ms(s.e2e.p50)} ms"
         )
@@ -234,7 +238,7 @@ def console_report(result: BenchResult) -> str:
     parts += ["by answer tier", render(*split_rows(result, "tier"), left=2)]
     parts += ["by turn number", render(*split_rows(result, "turn"), left=2)]
     if result.knee is not None:
-        parts.append(knee_text(result.knee, result.levels, _unit(result)))
+        parts.append(knee_text(result.knee, result.levels))
     return "\n\n".join(parts) + "\n"
 
 

@@ -43,12 +43,14 @@ class FakeEngine:
         context_window: int = 2048,
         model_id: str = "fake-engine",
         reply_words: int | None = None,
+        slots: int = 1,
     ) -> None:
         self.model_id = model_id
         self.context_window = context_window
         self.token_delay = token_delay
         self.prefill_delay = prefill_delay
         self.reply_words = reply_words
+        self.slots = slots  # reported only: admission decides how many run at once
         self.started = False
         self.cancelled = 0
         self.requests: list[GenerationRequest] = []
@@ -64,7 +66,7 @@ class FakeEngine:
         self.started = False
 
     def stats(self) -> EngineStats:
-        return EngineStats(running=self._running, slots=max(self._running, 1))
+        return EngineStats(running=self._running, slots=self.slots)
 
     def reply_for(self, request: GenerationRequest) -> list[str]:
         last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
