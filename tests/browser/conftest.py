@@ -31,7 +31,7 @@ CHROMIUM_ARGS = [
 TIMEOUT_MS = 10_000
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
     """``python -m kefu serve --engine fake --fake-token-delay 0.02`` on a free port."""
     base = tmp_path_factory.mktemp("kefu-browser")
@@ -47,24 +47,26 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
         kefu.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def base_url(server: KefuServer) -> str:
     return server.url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def http(base_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=base_url, timeout=30.0) as client:
         yield client
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API keeps an event loop running in
+# this thread while it is open, and the async tests that run after this folder need it gone.
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     if not CHROMIUM.exists():
         pytest.fail(
