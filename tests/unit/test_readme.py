@@ -22,4 +22,9 @@ def test_every_setting_is_in_the_readme_table() -> None:
 def test_readme_opens_with_the_two_commands() -> None:
     head = README.read_text(encoding="utf-8").splitlines()[:12]
     assert any("pip install" in line and "kefu serve" in line for line in head)
-    assert any(line.strip() == ".venv/bin/pytest" for line in head)
+    assert any(line.strip() == "scripts/test" for line in head)
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci[-1] == "scripts/test"

@@ -31,10 +31,6 @@ class PrefixStats:
     reused_tokens: int = 0
     evictions: int = 0
 
-    @property
-    def token_hit_rate(self) -> float:
-        return self.reused_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix; slice comparisons run at C speed."""
