@@ -75,7 +75,8 @@ class Settings(BaseModel):
         256,
         ge=16,
         description="Tokens one engine step may decode (chunked prefill): smaller keeps "
-        "streams smooth while a long prompt is read, larger prefills faster.",
+        "streams smooth while a long prompt is read, larger prefills faster; at least "
+        "parallel + prefix-cache.",
     )
     prefix_cache: int = Field(
         32,

@@ -209,3 +209,39 @@ async def test_a_prompt_over_the_window_is_refused() -> None:
     async with engine(context_size=256) as e:
         with pytest.raises(ContextLengthExceeded):
             await run(e, greedy("word " * 400))
+
+
+LONG_MESSAGE = "Here is my order history: " + " ".join(
+    f"order KF{n:06d} arrived" for n in range(60)
+)
+
+
+async def test_a_prompt_longer_than_a_step_is_prefilled_in_chunks() -> None:
+    async with engine(step_tokens=32) as e:
+        request = greedy(LONG_MESSAGE, max_tokens=8)
+        assert e.count_chat_tokens(request.messages) > 4 * 32  # several steps of prefill
+        deltas, done = await run(e, request)
+    assert done.usage.completion_tokens > 0
+    assert "".join(deltas)
+
+
+async def test_a_long_prefill_does_not_stall_a_running_stream() -> None:
+    # Chunked prefill: while a long prompt is read 32 tokens a step, the stream that is
+    # already decoding still gets a token every step.
+    async with engine(step_tokens=32, cache_entries=0) as e:
+        short = e.generate(greedy("Tell me a long story about a parcel.", max_tokens=200))
+        first = await anext(short)
+        assert isinstance(first, TokenDelta)
+        long_stream = e.generate(greedy(LONG_MESSAGE, max_tokens=4))
+        long_first = asyncio.ensure_future(anext(long_stream))
+        tokens_meanwhile = 0
+        async for event in short:
+            if long_first.done():
+                break
+            if isinstance(event, TokenDelta):
+                tokens_meanwhile += 1
+        assert isinstance(await long_first, TokenDelta)
+        await short.aclose()
+        await long_stream.aclose()
+    # The long prompt needs 20+ steps; the short stream decoded during most of them.
+    assert tokens_meanwhile >= 10

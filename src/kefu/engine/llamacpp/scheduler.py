@@ -45,8 +45,9 @@ class Scheduler:
         self.model = model
         self.slots = slots
         self.context_size = context_size
-        self.step_tokens = max(step_tokens, slots)
         n_seq_ids = slots + cache_entries
+        # llama.cpp asserts (aborting the process) when a batch is smaller than n_seq_max.
+        self.step_tokens = max(step_tokens, n_seq_ids)
         params = llama_cpp.llama_context_default_params()
         # One unified KV pool: a sequence may use up to context_size cells, and a
         # prefix shared between sequences (seq_cp) is stored once.
@@ -206,8 +207,8 @@ class Scheduler:
         for seq in [s for s in self._active if s.cancelled]:
             self._release(seq, keep_kv=True)
         outputs = self._fill_batch()
-        if not outputs:
-            return
+        if self.batch.n_tokens == 0:
+            return  # a step may hold only a prompt slice, with no logits: it still decodes
         status = llama_cpp.llama_decode(self.ctx, self.batch)
         while status == DECODE_NO_KV_SLOT and (victim := self.cache.evict()) is not None:
             self._forget(victim)  # cached prefixes give way to running sequences
