@@ -84,3 +84,20 @@ def test_capacity_zero_keeps_nothing() -> None:
     assert cache.add(3, (1, 2, 3)) == [3]
     assert cache.entries == {}
     assert cache.evict() is None
+
+
+def test_the_token_budget_evicts_least_recently_used_first() -> None:
+    cache = PrefixCache(capacity=10, token_budget=10, min_reuse=1)
+    cache.add(0, (1, 1, 1, 1), pinned=True)
+    cache.add(1, (2, 2, 2))
+    cache.add(2, (3, 3, 3))
+    assert cache.add(3, (4, 4, 4)) == [1]  # 4 + 3 + 3 + 3 > 10: the oldest unpinned goes
+    assert set(cache.entries) == {0, 2, 3}
+    assert cache.cached_tokens == 10
+
+
+def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
+    cache = PrefixCache(capacity=10, token_budget=4, min_reuse=1)
+    cache.add(0, (1, 2))
+    assert cache.add(1, (5, 6, 7, 8, 9)) == [1]
+    assert set(cache.entries) == {0}

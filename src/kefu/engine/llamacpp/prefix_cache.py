@@ -50,6 +50,9 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 @dataclass
 class PrefixCache:
     capacity: int
+    # Kept cells cost every decode: attention spans all used KV cells, masked or not
+    # (measured: 16k cached tokens slowed decoding by 60 %). So the cache has a token budget.
+    token_budget: int = 1 << 62
     min_reuse: int = 8  # shorter matches are not worth a lookup's bookkeeping
     entries: dict[int, CachedPrefix] = field(default_factory=dict)
     stats: PrefixStats = field(default_factory=PrefixStats)
@@ -91,7 +94,11 @@ class PrefixCache:
         ]
         for covered in evicted:
             del self.entries[covered]
-        while len(self.entries) >= self.capacity:
+        if len(tokens) > self.token_budget and not pinned:
+            return [*evicted, seq_id]
+        while len(self.entries) >= self.capacity or (
+            self.cached_tokens + len(tokens) > self.token_budget
+        ):
             victim = self.evict()
             if victim is None:
                 return [*evicted, seq_id]  # everything is pinned: keep nothing new

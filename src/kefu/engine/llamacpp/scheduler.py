@@ -65,7 +65,9 @@ class Scheduler:
             raise ModelLoadError("llama.cpp could not create a context (out of memory?)")
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(self.step_tokens, 0, 1)
-        self.cache = PrefixCache(capacity=cache_entries)
+        # A quarter of the pool: enough for the persona and recent conversations, small
+        # enough that attention over kept cells stays cheap.
+        self.cache = PrefixCache(capacity=cache_entries, token_budget=params.n_ctx // 4)
         self._free_ids = list(range(n_seq_ids))
         self._pending: deque[Sequence] = deque()
         self._active: list[Sequence] = []
