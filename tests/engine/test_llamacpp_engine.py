@@ -243,5 +243,6 @@ async def test_a_long_prefill_does_not_stall_a_running_stream() -> None:
         assert isinstance(await long_first, TokenDelta)
         await short.aclose()
         await long_stream.aclose()
-    # The long prompt needs 20+ steps; the short stream decoded during most of them.
-    assert tokens_meanwhile >= 10
+    # The long prompt needs 15+ steps; without chunked prefill the short stream would get
+    # at most one token while it is read, with it one per step (a margin for an early stop).
+    assert tokens_meanwhile >= 5
