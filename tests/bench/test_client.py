@@ -282,7 +282,7 @@ async def test_preflight() -> None:
 
 
 async def test_preflight_unreachable() -> None:
-    from tests.bench.conftest import free_port
+    from tests.e2e.support import free_port
 
     target = Target(f"http://127.0.0.1:{free_port()}")
     async with make_client(2.0) as client:

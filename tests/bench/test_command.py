@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kefu import cli
-from tests.bench.conftest import free_port
+from tests.e2e.support import free_port
 
 
 @pytest.fixture(autouse=True)
