@@ -13,15 +13,21 @@ from starlette.middleware import Middleware
 from starlette.types import Scope
 
 from kefu.api import health, observe, web
+from kefu.api.agent import routes as agent
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
+from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError
+from kefu.fastpath.hours import ServiceHours
+from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
+from kefu.knowledge.embedder import E5Embedder
 from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
+from kefu.service.fast_path import FastPath
 from kefu.service.runtime import Runtime
 from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
@@ -71,6 +77,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 timeout=settings.queue_timeout,
             ),
             locks=SessionLocks(settings.session_wait),
+            hours=ServiceHours.parse(settings.service_hours),
         )
         app.state.runtime = runtime
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
@@ -79,23 +86,44 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             await exporter.start()
         await store.open()
         # Load in the background so /health answers and /ready says "loading" meanwhile.
-        loading = asyncio.create_task(runtime.start_engine())
-        sampling = asyncio.create_task(_sample_load(runtime))
+        tasks = [
+            asyncio.create_task(runtime.start_engine()),
+            asyncio.create_task(_sample_load(runtime)),
+        ]
+        fast_path = None
+        if settings.fast_path:
+            fast_path = FastPath(
+                settings,
+                embedder_factory=lambda: E5Embedder(settings.embed_threads),
+                orders=await _open_orders(settings),
+            )
+            tasks.append(asyncio.create_task(_run_fast_path(runtime, fast_path)))
         try:
             yield
         finally:
-            for task in (loading, sampling):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(loading, sampling, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             runtime.ready = False
             await runtime.drain()
+            runtime.fast_path = None
+            if fast_path is not None:
+                await fast_path.close()
             await engine.close()
             await store.close()
             if exporter is not None:
                 await exporter.close()
 
     return Starlette(
-        routes=[*health.routes, *openai.routes, *chat.routes, *observe.routes, *web.routes],
+        routes=[
+            *health.routes,
+            *openai.routes,
+            *chat.routes,
+            *agent.routes,
+            *kb.routes,
+            *observe.routes,
+            *web.routes,
+        ],
         middleware=[Middleware(ObserveRequests, report=_report)],
         exception_handlers={
             KefuError: kefu_error_handler,
@@ -118,6 +146,28 @@ def _report(scope: Scope, request_id: str, status: int, timeline: Timeline) -> N
         status=status,
         timeline=timeline,
     )
+
+
+async def _open_orders(settings: Settings) -> OrderBackend:
+    if settings.order_backend == "http":
+        assert settings.order_api_url is not None  # the settings check it
+        return HttpOrders(settings.order_api_url)
+    orders = SqliteOrders(settings.data_dir / "orders.db")
+    await orders.open()
+    return orders
+
+
+async def _run_fast_path(runtime: Runtime, fast_path: FastPath, every: float = 2.0) -> None:
+    """Open the fast path, then follow changes the ``kefu kb``/``kefu cache`` commands make."""
+    await runtime.start_fast_path(fast_path)
+    if runtime.fast_path is None:
+        return
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await fast_path.refresh()
+        except Exception:
+            log.exception("reading knowledge-base or cache changes failed")
 
 
 async def _sample_load(runtime: Runtime, every: float = 1.0) -> None:

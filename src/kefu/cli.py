@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     from kefu.bench.command import register as register_bench
 
     register_bench(commands)
+    from kefu.knowledge.command import register as register_kb
+
+    register_kb(commands)
+    from kefu.cache.command import register as register_cache
+
+    register_cache(commands)
     return parser
 
 

@@ -11,11 +11,13 @@ tree that transports raise and clients catch.
     │   │   └── ContextLengthExceeded   the message does not fit the context budget
     │   ├── PayloadTooLarge       the body is over --max-body-bytes
     │   ├── NotFound              an unknown session or route
-    │   └── SessionBusy           another turn holds the session for too long
+    │   ├── SessionBusy           another turn holds the session for too long
+    │   └── SessionConflict       the session is not in the state the request needs (409)
     ├── Unavailable               retry later; carries ``retry_after`` seconds (503)
     │   ├── EngineNotReady        the model is still loading or warming up
     │   ├── QueueFull             the admission queue is full: fail fast, never queue forever
-    │   └── QueueTimeout          a request waited longer than --queue-timeout
+    │   ├── QueueTimeout          a request waited longer than --queue-timeout
+    │   └── ToolUnavailable       a backend a tool calls (the shop's order API) failed
     └── EngineError               the engine failed this request (500)
 """
 
@@ -59,6 +61,10 @@ class SessionBusy(RequestError):
     code = "session_busy"
 
 
+class SessionConflict(RequestError):
+    code = "session_conflict"
+
+
 class Unavailable(KefuError):
     """The server cannot take the request now; the same request may succeed later."""
 
@@ -79,6 +85,10 @@ class QueueFull(Unavailable):
 
 class QueueTimeout(Unavailable):
     code = "queue_timeout"
+
+
+class ToolUnavailable(Unavailable):
+    code = "tool_unavailable"
 
 
 class EngineError(KefuError):

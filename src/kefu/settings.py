@@ -7,6 +7,7 @@ these fields, so a setting cannot exist without a flag, an env variable and help
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -120,6 +121,71 @@ class Settings(BaseModel):
         description="OpenTelemetry collector base URL (OTLP/HTTP JSON, e.g. "
         "http://127.0.0.1:4318): one span per request and per stage. Off when unset.",
     )
+    fast_path: bool = Field(
+        True,
+        description="Answer from the answer cache, the knowledge base and templated tools "
+        "before the LLM (false: every /chat message goes to the LLM).",
+    )
+    demo_kb: bool = Field(
+        True,
+        description="Load the bundled demo knowledge base (a fictional shop, English and "
+        "Chinese) when the knowledge base is empty.",
+    )
+    faq_threshold: float = Field(
+        0.6,
+        ge=0,
+        le=1,
+        description="Fused retrieval score a knowledge-base answer needs to be served verbatim; "
+        "below it the message goes to the LLM with the best passages.",
+    )
+    faq_margin: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Lead the best knowledge-base answer needs over the runner-up; closer "
+        "means ambiguous, and the LLM answers with both in its context.",
+    )
+    kb_passages: int = Field(
+        3, ge=0, le=10, description="Knowledge-base passages put in the LLM's context."
+    )
+    answer_cache: bool = Field(
+        True, description="Serve and store LLM answers to repeated general questions."
+    )
+    cache_threshold: float = Field(
+        0.03,
+        ge=0,
+        le=2,
+        description="Largest cosine distance at which a cached answer is served for a "
+        "differently worded question (pick it with `kefu cache tune`); 0 = exact matches only.",
+    )
+    cache_ttl: float = Field(
+        86400.0, gt=0, description="Seconds a cached answer is served before it expires."
+    )
+    embed_threads: int = Field(
+        1,
+        ge=1,
+        description="CPU threads of the embedding model (multilingual-e5-small); llama.cpp "
+        "already keeps the cores busy while it decodes.",
+    )
+    order_backend: Literal["sqlite", "http"] = Field(
+        "sqlite",
+        description="Where order_status looks orders up: 'sqlite' (demo orders in the data "
+        "dir, created with sample data) or 'http' (the shop's API, --order-api-url).",
+    )
+    order_api_url: str | None = Field(
+        None,
+        description="--order-backend http: URL template of the shop's order API, with "
+        "{order_id}, e.g. https://shop.example/api/orders/{order_id}.",
+    )
+    order_pattern: str = Field(
+        r"\bLH-?\d{6}\b",
+        description="Regular expression of an order number in a message (case-insensitive).",
+    )
+    service_hours: str = Field(
+        "Mon-Sat 09:00-18:00 +08:00",
+        description="When human agents work, as 'DAYS HH:MM-HH:MM UTC-OFFSET'; the handoff "
+        "reply tells customers outside these hours when a human will answer.",
+    )
     warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
@@ -133,6 +199,31 @@ class Settings(BaseModel):
                 f"sequence limit), got {self.parallel} + {self.prefix_cache}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _order_api_needs_url(self) -> Settings:
+        if self.order_backend == "http" and not self.order_api_url:
+            raise ValueError("order_backend 'http' needs --order-api-url (KEFU_ORDER_API_URL)")
+        if self.order_api_url is not None and "{order_id}" not in self.order_api_url:
+            raise ValueError("order_api_url must contain {order_id}")
+        return self
+
+    @field_validator("order_pattern")
+    @classmethod
+    def _pattern_compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @field_validator("service_hours")
+    @classmethod
+    def _hours_parse(cls, value: str) -> str:
+        from kefu.fastpath.hours import ServiceHours
+
+        ServiceHours.parse(value)  # its ValueError names what is wrong
+        return value
 
     @field_validator("persona")
     @classmethod

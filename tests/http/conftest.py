@@ -29,7 +29,11 @@ def shared_client(
     tmp_path_factory: pytest.TempPathFactory, shared_engine: FakeEngine
 ) -> Iterator[TestClient]:
     """One started app per module, for requests that change nothing (errors, probes)."""
-    values: dict[str, Any] = {"engine": "fake", "data_dir": tmp_path_factory.mktemp("shared")}
+    values: dict[str, Any] = {
+        "engine": "fake",
+        "data_dir": tmp_path_factory.mktemp("shared"),
+        "fast_path": False,
+    }
     settings = Settings(**values)
     with TestClient(make_app(settings, shared_engine)) as client:
         wait_ready(client)

@@ -58,7 +58,7 @@ def test_event_order_and_payloads(client: TestClient, fake_engine: FakeEngine) -
     assert tokens[1] == {"text": " reply"}
 
     done = events[-1].json()
-    assert set(done) == {"session_id", "reply", "tier", "usage", "timings"}
+    assert set(done) == {"session_id", "reply", "tier", "route", "source", "usage", "timings"}
     assert done["session_id"] == session_id
     assert done["reply"] == "fake reply to: where is my parcel"
     assert done["reply"] == "".join(t["text"] for t in tokens)

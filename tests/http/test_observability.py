@@ -26,6 +26,7 @@ CHAT_MARKS = [
     "received",
     "parsed",
     "session_locked",
+    "routed",
     "context_built",
     "admitted",
     "prefill_started",
@@ -36,6 +37,7 @@ CHAT_MARKS = [
 CHAT_STAGES = [
     "parse",
     "session",
+    "route",
     "context",
     "admission",
     "queue",
@@ -45,8 +47,8 @@ CHAT_STAGES = [
     "send",
 ]
 # /v1 has no session: no session_locked mark, no session stage.
-V1_MARKS = [m for m in CHAT_MARKS if m != "session_locked"]
-V1_STAGES = [s for s in CHAT_STAGES if s != "session"]
+V1_MARKS = [m for m in CHAT_MARKS if m not in ("session_locked", "routed")]
+V1_STAGES = [s for s in CHAT_STAGES if s not in ("session", "route")]
 
 
 @pytest.fixture

@@ -53,7 +53,17 @@ def test_get_session(client: TestClient) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     body = response.json()
-    assert set(body) == {"session_id", "user_id", "created_at", "updated_at", "messages"}
+    assert set(body) == {
+        "session_id",
+        "user_id",
+        "created_at",
+        "updated_at",
+        "state",
+        "state_reason",
+        "state_since",
+        "messages",
+    }
+    assert body["state"] == "bot"
     assert body["session_id"] == session_id
     assert body["user_id"] == "customer-7"
     assert body["created_at"] <= body["updated_at"]

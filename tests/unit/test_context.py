@@ -15,12 +15,14 @@ BASE = 9  # persona + message
 TURN = 9  # "u<i>" (4) + "a<i> x" (5)
 
 
-def history(turns: int) -> list[ChatMessage]:
-    messages: list[ChatMessage] = []
-    for i in range(turns):
-        messages.append(ChatMessage("user", f"u{i}"))
-        messages.append(ChatMessage("assistant", f"a{i} x"))
-    return messages
+def history(turns: int) -> list[list[ChatMessage]]:
+    return [
+        [ChatMessage("user", f"u{i}"), ChatMessage("assistant", f"a{i} x")] for i in range(turns)
+    ]
+
+
+def flat(turns: list[list[ChatMessage]]) -> list[ChatMessage]:
+    return [message for turn in turns for message in turn]
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def tokenizer() -> FakeEngine:
 
 def test_fake_engine_is_a_tokenizer(tokenizer: FakeEngine) -> None:
     assert isinstance(tokenizer, Tokenizer)
-    assert tokenizer.count_chat_tokens(history(1)) == TURN
+    assert tokenizer.count_chat_tokens(flat(history(1))) == TURN
 
 
 def test_everything_fits(tokenizer: FakeEngine) -> None:
@@ -39,7 +41,7 @@ def test_everything_fits(tokenizer: FakeEngine) -> None:
     )
     assert built.messages == [
         ChatMessage("system", PERSONA),
-        *history(3),
+        *flat(history(3)),
         ChatMessage("user", MESSAGE),
     ]
     assert built.prompt_tokens == BASE + 3 * TURN
@@ -66,7 +68,7 @@ def test_oldest_whole_turns_dropped_first(tokenizer: FakeEngine, budget: int, us
     assert built.turns_used == used
     assert built.turns_dropped == 3 - used
     # Persona first, message last, and the newest ``used`` turns in order between them.
-    kept = history(3)[len(history(3)) - 2 * used :] if used else []
+    kept = flat(history(3)[3 - used :]) if used else []
     assert built.messages == [ChatMessage("system", PERSONA), *kept, ChatMessage("user", MESSAGE)]
     assert built.prompt_tokens == BASE + used * TURN
     assert built.prompt_tokens <= budget
@@ -79,7 +81,7 @@ def test_never_keeps_an_older_turn_after_dropping_a_newer_one(tokenizer: FakeEng
     # The old turn alone would fit, but dropping must go oldest first, whole turns only.
     built = build_context(
         persona=PERSONA,
-        history=[*small_old, *big_new],
+        history=[small_old, big_new],
         message=MESSAGE,
         tokenizer=tokenizer,
         budget=BASE + 8,
@@ -125,3 +127,41 @@ def test_long_message_is_never_cut(tokenizer: FakeEngine) -> None:
     assert built.prompt_tokens == 48
     assert built.turns_used == 0
     assert built.turns_dropped == 2
+
+
+def test_knowledge_follows_the_persona_and_goes_after_the_turns(tokenizer: FakeEngine) -> None:
+    knowledge = [("q1", "a1"), ("q2", "a2")]
+    built = build_context(
+        persona=PERSONA,
+        history=history(1),
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=100,
+        knowledge=knowledge,
+    )
+    system = built.messages[0].content
+    assert system.startswith(PERSONA)  # the shared KV prefix stays intact
+    assert "Q: q1\nA: a1" in system
+    assert "Q: q2\nA: a2" in system
+    # Too tight for everything: the turn goes first, then the last knowledge entry.
+    full = built.prompt_tokens
+    tighter = build_context(
+        persona=PERSONA,
+        history=history(1),
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=full - TURN,
+        knowledge=knowledge,
+    )
+    assert tighter.turns_used == 0
+    assert "q2" in tighter.messages[0].content
+    tightest = build_context(
+        persona=PERSONA,
+        history=history(1),
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=full - TURN - 1,
+        knowledge=knowledge,
+    )
+    assert "q1" in tightest.messages[0].content
+    assert "q2" not in tightest.messages[0].content

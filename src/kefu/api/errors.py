@@ -24,6 +24,7 @@ STATUS: list[tuple[type[errors.KefuError], int, str]] = [
     (errors.PayloadTooLarge, 413, "invalid_request_error"),
     (errors.NotFound, 404, "not_found_error"),
     (errors.SessionBusy, 409, "conflict_error"),
+    (errors.SessionConflict, 409, "conflict_error"),
     (errors.RequestError, 400, "invalid_request_error"),
     (errors.Unavailable, 503, "service_unavailable_error"),
     (errors.EngineError, 500, "server_error"),

@@ -17,16 +17,20 @@ async def health(request: Request) -> JSONResponse:
 
 
 async def ready(request: Request) -> JSONResponse:
-    """200 once the model is loaded and warmed up; 503 (with Retry-After) before that."""
+    """200 once the model is warmed up and the knowledge base open; 503 (Retry-After) before."""
     runtime: Runtime = request.app.state.runtime
+    error = runtime.load_error or runtime.fast_path_error
     body = {
-        "status": "ready" if runtime.ready else "failed" if runtime.load_error else "loading",
-        "error": runtime.load_error,
+        "status": "ready" if runtime.serving else "failed" if error else "loading",
+        "error": error,
         "model": runtime.engine.model_id,
         "engine": asdict(runtime.engine.stats()),
         "admission": {"running": runtime.admission.running, "waiting": runtime.admission.waiting},
     }
-    if runtime.ready:
+    fast_path = runtime.fast_path
+    if fast_path is not None:
+        body["knowledge_base"] = {"entries": await fast_path.read_kb(len)}
+    if runtime.serving:
         return JSONResponse(body)
     return JSONResponse(body, status_code=503, headers={"retry-after": "2"})
 

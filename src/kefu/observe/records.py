@@ -52,7 +52,7 @@ def record_from(
     e2e = (end - marks["received"]) * 1000
     outcome = timeline.outcome
     usage = outcome.usage
-    ttft = timeline.duration_ms("received", "first_token")
+    ttft = timeline.duration_ms("received", "first_output")
     queue = timeline.duration_ms("admitted", "prefill_started")
     prefill = timeline.duration_ms("prefill_started", "first_token")
     decode = timeline.duration_ms("first_token", "last_token")

@@ -1,4 +1,4 @@
-"""The context builder: persona + last turns + the new message, fitted to a token budget.
+"""The context builder: persona + knowledge + last turns + the new message, fitted to a budget.
 
 Tokens are counted with the engine's own tokenizer and chat template, so the
 budget is exact. The oldest turn goes first; persona and message are never cut:
@@ -22,32 +22,50 @@ class BuiltContext:
     turns_dropped: int
 
 
+def system_prompt(persona: str, knowledge: Sequence[tuple[str, str]]) -> str:
+    """The persona first, unchanged, so its KV prefix is shared by every conversation."""
+    if not knowledge:
+        return persona
+    entries = "\n\n".join(f"Q: {question}\nA: {answer}" for question, answer in knowledge)
+    return (
+        f"{persona}\n\nThe shop's knowledge base has these entries; answer from them when "
+        f"they apply, and never invent policies they do not state:\n\n{entries}"
+    )
+
+
 def build_context(
     *,
     persona: str,
-    history: Sequence[ChatMessage],
+    history: Sequence[Sequence[ChatMessage]],
     message: str,
     tokenizer: Tokenizer,
     budget: int,
+    knowledge: Sequence[tuple[str, str]] = (),
 ) -> BuiltContext:
-    """Fit ``persona + history + message`` into ``budget`` prompt tokens.
+    """Fit ``persona + knowledge + history + message`` into ``budget`` prompt tokens.
 
-    ``history`` alternates user/assistant, oldest first; whole turns are dropped.
+    ``history`` is whole turns, oldest first; the oldest turn goes first, then the
+    knowledge entries (least relevant first), never the persona or the message.
     """
-    system = ChatMessage("system", persona)
     user = ChatMessage("user", message)
-    turns = [list(history[i : i + 2]) for i in range(0, len(history), 2)]
+    turns = [list(turn) for turn in history]
+    kept = list(knowledge)
     dropped = 0
     while True:
+        system = ChatMessage("system", system_prompt(persona, kept))
         messages = [system, *(m for turn in turns for m in turn), user]
         tokens = tokenizer.count_chat_tokens(messages)
         if tokens <= budget:
             return BuiltContext(messages, tokens, len(turns), dropped)
-        if not turns:
-            raise ContextLengthExceeded(
-                f"the message is too long: with the persona it needs {tokens} prompt tokens, "
-                f"and at most {budget} fit (the reply needs room too); shorten the message",
-                param="message",
-            )
-        turns.pop(0)
-        dropped += 1
+        if turns:
+            turns.pop(0)
+            dropped += 1
+            continue
+        if kept:
+            kept.pop()
+            continue
+        raise ContextLengthExceeded(
+            f"the message is too long: with the persona it needs {tokens} prompt tokens, "
+            f"and at most {budget} fit (the reply needs room too); shorten the message",
+            param="message",
+        )

@@ -11,10 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationRequest
-from kefu.errors import EngineNotReady, KefuError
+from kefu.errors import EngineNotReady, KefuError, NotFound
+from kefu.fastpath.hours import ServiceHours
 from kefu.limits.admission import Admission
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
+from kefu.service.fast_path import FastPath, Plan
+from kefu.service.handoff import availability, waiting_plan
+from kefu.service.session_events import SessionEvents
 from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
@@ -32,9 +36,14 @@ class Runtime:
     store: SessionStore
     admission: Admission
     locks: SessionLocks
+    hours: ServiceHours
+    # None when --fast-path is off, or until its knowledge base and cache are open.
+    fast_path: FastPath | None = None
+    events: SessionEvents = field(default_factory=SessionEvents)
     started_at: float = field(default_factory=time.time)
     ready: bool = False
     load_error: str | None = None
+    fast_path_error: str | None = None
     # Work that runs after a reply (storing the turn); awaited at shutdown so nothing is lost.
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     # A session's turn being stored after its reply went out; readers of that session wait.
@@ -100,6 +109,37 @@ class Runtime:
             self.settings.parallel,
             self.engine.context_window,
         )
+
+    def handoff_waiting(self, message: str) -> Plan:
+        return waiting_plan(message, self.hours)
+
+    def handoff_hours(self, lang: str = "en") -> tuple[bool, str]:
+        return availability(self.hours, lang)
+
+    def require_fast_path(self) -> FastPath:
+        if self.fast_path is not None:
+            return self.fast_path
+        if not self.settings.fast_path:
+            raise NotFound(
+                "the knowledge base is off: this kefu runs with --fast-path false",
+                param="fast_path",
+            )
+        raise EngineNotReady("the knowledge base is still loading; retry in a moment")
+
+    async def start_fast_path(self, fast_path: FastPath) -> None:
+        """Open the knowledge base and the cache; the fast path serves once they are open."""
+        try:
+            await fast_path.open()
+        except Exception as exc:
+            self.fast_path_error = str(exc) or type(exc).__name__
+            log.error("the fast path failed to start: %s", self.fast_path_error, exc_info=exc)
+            return
+        self.fast_path = fast_path
+
+    @property
+    def serving(self) -> bool:
+        """Ready for every kind of request: the model, and the fast path unless it is off."""
+        return self.ready and (self.fast_path is not None or not self.settings.fast_path)
 
     def check_ready(self) -> None:
         if self.load_error is not None:

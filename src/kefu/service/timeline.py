@@ -19,7 +19,8 @@ DURATIONS: dict[str, tuple[str, str]] = {
     "queue": ("admitted", "prefill_started"),
     "prefill": ("prefill_started", "first_token"),
     "decode": ("first_token", "last_token"),
-    "ttft": ("received", "first_token"),
+    # The first reply text: a token from the engine, or a fast-path answer.
+    "ttft": ("received", "first_output"),
     "e2e": ("received", "done"),
 }
 
@@ -40,6 +41,8 @@ STAGE_OF_MARK = {
     "parsed": "parse",
     "session_locked": "session",
     "context_built": "context",
+    "routed": "route",
+    "answered": "answer",
     "admitted": "admission",
     "prefill_started": "queue",
     "first_token": "prefill",
@@ -70,9 +73,15 @@ class Timeline:
         self.outcome.usage = usage
         self.outcome.finish_reason = finish_reason
 
+    def at(self, mark: str) -> float | None:
+        if mark == "first_output":
+            return self.marks.get("first_token", self.marks.get("answered"))
+        return self.marks.get(mark)
+
     def duration_ms(self, start: str, end: str) -> float | None:
-        if start in self.marks and end in self.marks:
-            return round((self.marks[end] - self.marks[start]) * 1000, 3)
+        begin, finish = self.at(start), self.at(end)
+        if begin is not None and finish is not None:
+            return round((finish - begin) * 1000, 3)
         return None
 
     def ordered(self) -> list[tuple[str, float]]:

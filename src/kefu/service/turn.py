@@ -1,8 +1,9 @@
-"""One customer-service turn: session -> lock -> context -> admission -> engine -> store.
+"""One customer-service turn: session -> fast path, or context -> admission -> engine -> store.
 
 The turn is an async generator of TurnEvents so the HTTP layer only encodes.
-Everything that can wait until after the reply (storing the turn) does; the
-turn is stored even when the client leaves mid-reply, so nothing is lost.
+Everything that can wait until after the reply (storing the turn, caching the
+answer) does; the turn is stored even when the client leaves mid-reply, so
+nothing is lost.
 """
 
 from __future__ import annotations
@@ -11,16 +12,19 @@ import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
 from kefu.errors import EngineError, NotFound
+from kefu.fastpath.router import Routing
+from kefu.fastpath.rules import is_failure_signal
+from kefu.knowledge.text import normalize
 from kefu.service.context import build_context
+from kefu.service.fast_path import Plan, Source, Tier
 from kefu.service.runtime import Runtime
+from kefu.service.session_events import SessionEvent
 from kefu.service.timeline import Timeline
-from kefu.store.base import StoredMessage, Turn
-
-Tier = Literal["llm"]
+from kefu.store.base import Session, StoredMessage, Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,25 +38,61 @@ class TurnToken:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnHandoff:
+    """The session now waits for a human; their replies arrive on the session's events."""
+
+    session_id: str
+    reason: str | None
+    agents_available: bool
+    service_hours: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnDone:
     session_id: str
     reply: str
     tier: Tier
     usage: Usage
     timings: dict[str, float] = field(default_factory=dict)
+    routing: Routing | None = None
+    source: Source | None = None
 
 
-TurnEvent = TurnStarted | TurnToken | TurnDone
+TurnEvent = TurnStarted | TurnToken | TurnHandoff | TurnDone
+
+GENERAL = Routing(intent="general", confidence=0.0, margin=0.0, candidates=())
 
 
-def history_messages(stored: list[StoredMessage]) -> list[ChatMessage]:
-    """Complete user/assistant pairs only: a turn cut short with no reply is not context."""
-    pairs = []
-    for i in range(0, len(stored) - 1, 2):
-        user, assistant = stored[i], stored[i + 1]
-        if assistant.content.strip():
-            pairs += [user.as_chat(), assistant.as_chat()]
-    return pairs
+def history_turns(stored: list[StoredMessage]) -> list[list[ChatMessage]]:
+    """The conversation as whole turns, oldest first; a turn cut short with no reply is not
+    context, and a human agent's replies count as the assistant's."""
+    turns: dict[int, list[StoredMessage]] = {}
+    for message in stored:
+        turns.setdefault(message.turn, []).append(message)
+    result = []
+    for messages in turns.values():
+        replies = [m for m in messages if m.role == "assistant" and m.content.strip()]
+        if replies:
+            result.append([m.as_chat() for m in messages if m.content.strip()])
+    return result
+
+
+def earlier_failures(stored: list[StoredMessage]) -> int:
+    """Consecutive latest turns in which the customer said the bot's answer did not help."""
+    count = 0
+    for message in reversed([m for m in stored if m.role == "assistant" and "failed" in m.meta]):
+        if not message.meta["failed"]:
+            break
+        count += 1
+    return count
+
+
+def failed_before(message: str, stored: list[StoredMessage]) -> bool:
+    """This message says the last answer failed: it says so, or asks the same again."""
+    if is_failure_signal(message):
+        return True
+    users = [m for m in stored if m.role == "user" and m.content]
+    return bool(users) and normalize(users[-1].content) == normalize(message)
 
 
 async def run_turn(
@@ -61,12 +101,16 @@ async def run_turn(
     message: str,
     session_id: str | None,
     user_id: str | None,
+    tenant: str,
     timeline: Timeline,
 ) -> AsyncGenerator[TurnEvent, None]:
     """Errors raised before the first event are the caller's to turn into an HTTP status."""
-    runtime.check_ready()
     settings = runtime.settings
+    # An answer request from the start ("llm" until the fast path answers it).
     timeline.outcome.tier = "llm"
+    fast_path = runtime.fast_path
+    if fast_path is None:
+        runtime.check_ready()
     is_new = session_id is None
     if session_id is None:
         session_id = uuid.uuid4().hex
@@ -75,66 +119,211 @@ async def run_turn(
         # Under the lock, after the previous turn is stored: a first turn still running
         # holds the lock, and its store creates the session.
         await runtime.settled(session_id)
-        if not is_new and await runtime.store.get_session(session_id) is None:
-            raise NotFound(
-                f"no session {session_id!r}; omit session_id to start one", param="session_id"
-            )
+        session: Session | None = None
+        if not is_new:
+            session = await runtime.store.get_session(session_id)
+            if session is None:
+                raise NotFound(
+                    f"no session {session_id!r}; omit session_id to start one", param="session_id"
+                )
         timeline.mark("session_locked")
-        # At least one turn back, to know this turn's number.
+        # Two turns back at least: this turn's number, and whether the bot failed twice.
         stored = (
             []
             if is_new
-            else await runtime.store.recent_turns(session_id, max(settings.history_turns, 1))
+            else await runtime.store.recent_turns(session_id, max(settings.history_turns, 2))
         )
-        timeline.outcome.turn = stored[-1].turn + 1 if stored else 1
-        if settings.history_turns == 0:
-            stored = []
-        max_tokens = min(settings.max_tokens, runtime.engine.context_window // 2)
-        context = build_context(
-            persona=settings.persona,
-            history=history_messages(stored),
+        turn_number = stored[-1].turn + 1 if stored else 1
+        timeline.outcome.turn = turn_number
+        failed = failed_before(message, stored)
+
+        plan: Plan | None = None
+        if session is not None and session.state == "handoff":
+            plan = runtime.handoff_waiting(message)
+        elif fast_path is not None:
+            scope = fast_path.scope(tenant)
+            failures = earlier_failures(stored) + (
+                1 if failed and not is_failure_signal(message) else 0
+            )
+            plan = await fast_path.plan(
+                message, scope=scope, failures=failures, first_turn=turn_number == 1
+            )
+        timeline.mark("routed")
+        # aclosing: a client that leaves closes this generator, and the inner one must
+        # run its finally (free the engine slot, store the turn) now, not at GC.
+        if plan is not None and plan.reply is not None:
+            answer = _answer_fast(runtime, session_id, message, user_id, plan, failed, timeline)
+            async with aclosing(answer) as events:
+                async for event in events:
+                    yield event
+            return
+
+        runtime.check_ready()
+        history = history_turns(stored)[-settings.history_turns :] if settings.history_turns else []
+        generation = _answer_by_llm(
+            runtime,
+            session_id=session_id,
             message=message,
-            tokenizer=runtime.engine,
-            budget=runtime.engine.context_window - max_tokens,
+            user_id=user_id,
+            history=history,
+            plan=plan,
+            failed=failed,
+            tenant=tenant,
+            first_turn=turn_number == 1,
+            timeline=timeline,
         )
-        timeline.mark("context_built")
-        request = GenerationRequest(
-            messages=context.messages,
-            sampling=SamplingParams(max_tokens=max_tokens, temperature=settings.temperature),
-            request_id=session_id,
+        async with aclosing(generation) as events:
+            async for event in events:
+                yield event
+
+
+async def _answer_fast(
+    runtime: Runtime,
+    session_id: str,
+    message: str,
+    user_id: str | None,
+    plan: Plan,
+    failed: bool,
+    timeline: Timeline,
+) -> AsyncGenerator[TurnEvent, None]:
+    assert plan.reply is not None
+    timeline.outcome.tier = plan.tier
+    timeline.mark("answered")
+    handoff = plan.tier == "handoff"
+    meta: dict[str, Any] = {
+        "tier": plan.tier,
+        "route": routing_dict(plan.routing),
+        "source": source_dict(plan.source),
+        "failed": failed,
+    }
+    try:
+        yield TurnStarted(session_id)
+        yield TurnToken(plan.reply)
+        if handoff:
+            hours = runtime.handoff_hours()
+            yield TurnHandoff(session_id, plan.routing.reason, hours[0], hours[1])
+        timeline.mark("done")
+        meta["timings"] = timeline.as_dict()
+        yield TurnDone(
+            session_id,
+            plan.reply,
+            plan.tier,
+            Usage(0, 0),
+            timeline.as_dict(),
+            plan.routing,
+            plan.source,
         )
-        async with runtime.admitted(timeline):
-            yield TurnStarted(session_id)
-            parts: list[str] = []
-            outcome = "cancelled"
-            try:
-                finished: Finished | None = None
-                async with aclosing(runtime.generate(request, timeline)) as events:
-                    async for event in events:
-                        if isinstance(event, Finished):
-                            finished = event
-                        else:
-                            parts.append(event.text)
-                            yield TurnToken(event.text)
-                if finished is None:
-                    raise EngineError("the engine ended the reply without finishing it")
-                outcome = finished.finish_reason
-                timeline.mark("done")
-                yield TurnDone(
-                    session_id, "".join(parts), "llm", finished.usage, timeline.as_dict()
+    finally:
+        turn = Turn(
+            user=message,
+            assistant=plan.reply,
+            meta=meta,
+            state="handoff" if handoff else None,
+            state_reason=plan.routing.reason if handoff else None,
+        )
+        runtime.write_behind(session_id, runtime.store.append_turn(session_id, turn, user_id))
+        if handoff:
+            runtime.events.publish(
+                session_id,
+                SessionEvent("state", {"state": "handoff", "reason": plan.routing.reason}),
+            )
+
+
+async def _answer_by_llm(
+    runtime: Runtime,
+    *,
+    session_id: str,
+    message: str,
+    user_id: str | None,
+    history: list[list[ChatMessage]],
+    plan: Plan | None,
+    failed: bool,
+    tenant: str,
+    first_turn: bool,
+    timeline: Timeline,
+) -> AsyncGenerator[TurnEvent, None]:
+    settings = runtime.settings
+    timeline.outcome.tier = "llm"
+    routing = plan.routing if plan is not None else GENERAL
+    passages = plan.passages if plan is not None else ()
+    max_tokens = min(settings.max_tokens, runtime.engine.context_window // 2)
+    context = build_context(
+        persona=settings.persona,
+        knowledge=[(hit.entry.question, hit.entry.answer) for hit in passages],
+        history=history,
+        message=message,
+        tokenizer=runtime.engine,
+        budget=runtime.engine.context_window - max_tokens,
+    )
+    timeline.mark("context_built")
+    request = GenerationRequest(
+        messages=context.messages,
+        sampling=SamplingParams(max_tokens=max_tokens, temperature=settings.temperature),
+        request_id=session_id,
+    )
+    async with runtime.admitted(timeline):
+        yield TurnStarted(session_id)
+        parts: list[str] = []
+        outcome = "cancelled"
+        try:
+            finished: Finished | None = None
+            async with aclosing(runtime.generate(request, timeline)) as events:
+                async for event in events:
+                    if isinstance(event, Finished):
+                        finished = event
+                    else:
+                        parts.append(event.text)
+                        yield TurnToken(event.text)
+            if finished is None:
+                raise EngineError("the engine ended the reply without finishing it")
+            outcome = finished.finish_reason
+            timeline.mark("done")
+            yield TurnDone(
+                session_id, "".join(parts), "llm", finished.usage, timeline.as_dict(), routing
+            )
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            reply = "".join(parts)
+            meta: dict[str, Any] = {
+                "tier": "llm",
+                "finish_reason": outcome,
+                "route": routing_dict(routing),
+                "sources": [hit.entry.id for hit in passages],
+                "failed": failed,
+                "timings": timeline.as_dict(),
+            }
+            turn = Turn(user=message, assistant=reply, meta=meta)
+            # After the reply, in a task of its own: a client that leaves must not cost
+            # the conversation its turn, and nobody waits for the disk before the end.
+            runtime.write_behind(session_id, runtime.store.append_turn(session_id, turn, user_id))
+            # Only an answer that rests on nothing the customer said before is reusable.
+            fast_path = runtime.fast_path
+            vector = plan.vector if plan is not None else None
+            if (
+                first_turn
+                and outcome == "stop"
+                and reply.strip()
+                and fast_path
+                and vector is not None
+            ):
+                sources = [hit.entry.id for hit in passages]
+                runtime.spawn(
+                    fast_path.remember(fast_path.scope(tenant), message, reply, vector, sources)
                 )
-            except Exception:
-                outcome = "error"
-                raise
-            finally:
-                meta: dict[str, Any] = {
-                    "tier": "llm",
-                    "finish_reason": outcome,
-                    "timings": timeline.as_dict(),
-                }
-                turn = Turn(user=message, assistant="".join(parts), meta=meta)
-                # After the reply, in a task of its own: a client that leaves must not cost
-                # the conversation its turn, and nobody waits for the disk before the end.
-                runtime.write_behind(
-                    session_id, runtime.store.append_turn(session_id, turn, user_id)
-                )
+
+
+def routing_dict(routing: Routing) -> dict[str, Any]:
+    return {
+        "intent": routing.intent,
+        "confidence": round(routing.confidence, 4),
+        "margin": round(routing.margin, 4),
+        "reason": routing.reason,
+    }
+
+
+def source_dict(source: Source | None) -> dict[str, str] | None:
+    if source is None:
+        return None
+    return {"kind": source.kind, "id": source.id, "question": source.question}

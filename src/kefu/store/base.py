@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from kefu.engine.base import ChatMessage, Role
 
@@ -21,12 +21,19 @@ class StoredMessage:
         return ChatMessage(self.role, self.content)
 
 
+SessionState = Literal["bot", "handoff"]
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     id: str
     user_id: str | None
     created_at: float
     updated_at: float
+    # "handoff": a human agent owns the conversation; the bot only acknowledges messages.
+    state: SessionState = "bot"
+    state_reason: str | None = None
+    state_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +43,9 @@ class Turn:
     user: str
     assistant: str
     meta: dict[str, Any] = field(default_factory=dict)
+    # Moves the session to this state in the same transaction (a handoff is never lost).
+    state: SessionState | None = None
+    state_reason: str | None = None
 
 
 class SessionStore(Protocol):
@@ -57,4 +67,21 @@ class SessionStore(Protocol):
 
     async def delete_session(self, session_id: str) -> bool:
         """True if the session existed."""
+        ...
+
+    async def append_message(
+        self, session_id: str, content: str, meta: dict[str, Any]
+    ) -> StoredMessage | None:
+        """An assistant message outside a bot turn (a human agent's reply), filed under the
+        session's last turn; None when there is no such session."""
+        ...
+
+    async def set_state(
+        self, session_id: str, state: SessionState, reason: str | None = None
+    ) -> Session | None:
+        """None when there is no such session."""
+        ...
+
+    async def sessions_in_state(self, state: SessionState, limit: int = 100) -> list[Session]:
+        """Oldest state change first: the customer who has waited longest comes first."""
         ...

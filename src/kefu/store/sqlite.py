@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from kefu.store.base import Session, StoredMessage, Turn
+from kefu.store.base import Session, SessionState, StoredMessage, Turn
 
 T = TypeVar("T")
 
@@ -25,7 +25,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     user_id TEXT,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'bot',
+    state_reason TEXT,
+    state_since REAL
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -38,6 +41,14 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, turn);
 """
+
+# Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
+SESSION_COLUMNS = [
+    ("state", "TEXT NOT NULL DEFAULT 'bot'"),
+    ("state_reason", "TEXT"),
+    ("state_since", "REAL"),
+]
+SESSION_FIELDS = "id, user_id, created_at, updated_at, state, state_reason, state_since"
 
 
 class SqliteSessionStore:
@@ -60,6 +71,11 @@ class SqliteSessionStore:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.executescript(SCHEMA)
+            present = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+            for name, declaration in SESSION_COLUMNS:
+                if name not in present:
+                    conn.execute(f"ALTER TABLE sessions ADD COLUMN {name} {declaration}")
+            conn.execute("CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions(state)")
             return conn
 
         loop = asyncio.get_running_loop()
@@ -74,8 +90,7 @@ class SqliteSessionStore:
     async def get_session(self, session_id: str) -> Session | None:
         def select(conn: sqlite3.Connection) -> Session | None:
             row = conn.execute(
-                "SELECT id, user_id, created_at, updated_at FROM sessions WHERE id = ?",
-                (session_id,),
+                f"SELECT {SESSION_FIELDS} FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
             return Session(*row) if row else None
 
@@ -138,6 +153,8 @@ class SqliteSessionStore:
                     ],
                 )
                 conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+                if turn.state is not None:
+                    _set_state(conn, session_id, turn.state, turn.state_reason, now)
             return int(number)
 
         return await self._run(insert)
@@ -151,6 +168,70 @@ class SqliteSessionStore:
                 return cursor.rowcount > 0
 
         return await self._run(delete)
+
+    async def append_message(
+        self, session_id: str, content: str, meta: dict[str, Any]
+    ) -> StoredMessage | None:
+        now = time.time()
+
+        def insert(conn: sqlite3.Connection) -> StoredMessage | None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                    (turn,) = conn.execute(
+                        "SELECT COALESCE(MAX(turn), 0) FROM messages WHERE session_id = ?",
+                        (session_id,),
+                    ).fetchone()
+                    conn.execute(
+                        "INSERT INTO messages (session_id, turn, role, content, created_at, meta) "
+                        "VALUES (?, ?, 'assistant', ?, ?, ?)",
+                        (session_id, turn, content, now, json.dumps(meta)),
+                    )
+                    conn.execute(
+                        "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+                    )
+                    return StoredMessage("assistant", content, now, meta, int(turn))
+                return None
+
+        return await self._run(insert)
+
+    async def set_state(
+        self, session_id: str, state: SessionState, reason: str | None = None
+    ) -> Session | None:
+        now = time.time()
+
+        def update(conn: sqlite3.Connection) -> Session | None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                _set_state(conn, session_id, state, reason, now)
+                row = conn.execute(
+                    f"SELECT {SESSION_FIELDS} FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                return Session(*row) if row else None
+
+        return await self._run(update)
+
+    async def sessions_in_state(self, state: SessionState, limit: int = 100) -> list[Session]:
+        def select(conn: sqlite3.Connection) -> list[Session]:
+            rows = conn.execute(
+                f"SELECT {SESSION_FIELDS} FROM sessions WHERE state = ? "
+                "ORDER BY state_since LIMIT ?",
+                (state, limit),
+            ).fetchall()
+            return [Session(*row) for row in rows]
+
+        return await self._run(select)
+
+
+def _set_state(
+    conn: sqlite3.Connection, session_id: str, state: str, reason: str | None, now: float
+) -> None:
+    # state_since keeps the first time of a state the session is already in.
+    conn.execute(
+        "UPDATE sessions SET state_since = CASE WHEN state = ? THEN state_since ELSE ? END, "
+        "state = ?, state_reason = ? WHERE id = ?",
+        (state, now, state, reason, session_id),
+    )
 
 
 def _message(row: tuple[str, str, float, str, int]) -> StoredMessage:

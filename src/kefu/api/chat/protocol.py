@@ -15,6 +15,8 @@ class ChatRequest(BaseModel):
     message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     session_id: SessionId | None = None
     user_id: Annotated[str, StringConstraints(max_length=256)] | None = None
+    # Cached answers are shared within a tenant only (one kefu serving several shops).
+    tenant: Annotated[str, StringConstraints(min_length=1, max_length=128)] = "default"
 
 
 class MessageOut(BaseModel):
@@ -30,4 +32,7 @@ class SessionOut(BaseModel):
     user_id: str | None
     created_at: float
     updated_at: float
+    state: str
+    state_reason: str | None
+    state_since: float | None
     messages: list[MessageOut]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator
 from dataclasses import asdict
 
 from starlette.requests import Request
@@ -14,7 +16,17 @@ from kefu.api.sse import EventStream, open_event_stream, sse_event
 from kefu.errors import NotFound
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
-from kefu.service.turn import TurnDone, TurnEvent, TurnStarted, TurnToken, run_turn
+from kefu.service.turn import (
+    TurnEvent,
+    TurnHandoff,
+    TurnStarted,
+    TurnToken,
+    routing_dict,
+    run_turn,
+    source_dict,
+)
+
+KEEPALIVE_SECONDS = 15.0  # a comment frame on a silent stream, so proxies keep it open
 
 
 async def chat(request: Request) -> EventStream:
@@ -27,6 +39,7 @@ async def chat(request: Request) -> EventStream:
         message=body.message,
         session_id=body.session_id,
         user_id=body.user_id,
+        tenant=body.tenant,
         timeline=timeline,
     )
     return await open_event_stream(events, _frame, error_event="error")
@@ -37,13 +50,25 @@ def _frame(event: TurnEvent) -> bytes:
         return sse_event({"text": event.text}, event="token")
     if isinstance(event, TurnStarted):
         return sse_event({"session_id": event.session_id}, event="meta")
-    assert isinstance(event, TurnDone)
+    if isinstance(event, TurnHandoff):
+        return sse_event(
+            {
+                "session_id": event.session_id,
+                "reason": event.reason,
+                "agents_available": event.agents_available,
+                "service_hours": event.service_hours,
+                "events": f"/sessions/{event.session_id}/events",
+            },
+            event="handoff",
+        )
     usage = asdict(event.usage) | {"total_tokens": event.usage.total_tokens}
     return sse_event(
         {
             "session_id": event.session_id,
             "reply": event.reply,
             "tier": event.tier,
+            "route": routing_dict(event.routing) if event.routing else None,
+            "source": source_dict(event.source),
             "usage": usage,
             "timings": event.timings,
         },
@@ -64,6 +89,9 @@ async def get_session(request: Request) -> Response:
         user_id=session.user_id,
         created_at=session.created_at,
         updated_at=session.updated_at,
+        state=session.state,
+        state_reason=session.state_reason,
+        state_since=session.state_since,
         messages=[MessageOut(**asdict(m)) for m in messages],
     )
     return Response(out.model_dump_json(), media_type="application/json")
@@ -85,8 +113,32 @@ async def session(request: Request) -> Response:
     return await get_session(request)
 
 
+async def session_events(request: Request) -> EventStream:
+    """The customer's live stream: a human agent's replies, pushed as they are sent."""
+    runtime: Runtime = request.app.state.runtime
+    session_id = request.path_params["session_id"]
+    await runtime.settled(session_id)
+    if await runtime.store.get_session(session_id) is None:
+        raise NotFound(f"no session {session_id!r}", param="session_id")
+    return EventStream(_session_frames(runtime, session_id))
+
+
+async def _session_frames(runtime: Runtime, session_id: str) -> AsyncGenerator[bytes, None]:
+    async with runtime.events.subscribe(session_id) as queue:
+        yield b": connected\n\n"
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                    event = await queue.get()
+            except TimeoutError:
+                yield b": keep-alive\n\n"  # proxies close silent connections
+                continue
+            yield sse_event(event.data, event=event.name)
+
+
 routes = [
     Route("/chat", chat, methods=["POST"]),
+    Route("/sessions/{session_id}/events", session_events, methods=["GET"]),
     # One route per path, so a 405 lists every method the resource allows.
     Route("/sessions/{session_id}", session, methods=["GET", "DELETE"]),
 ]

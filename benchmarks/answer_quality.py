@@ -1,0 +1,327 @@
+"""How well the fast path answers: retrieval, answers from the knowledge base, routing, cache.
+
+Starts ``kefu serve --engine fake`` on a fresh data dir (the bundled demo knowledge base
+loads into the empty store) and sends every row of ``data/answer_quality.csv`` as the
+first message of a new session, then the pairs of ``data/cache_pairs.csv``:
+
+  retrieval   paraphrase rows: ``GET /kb/search`` top hit is the expected KB question
+  answered    paraphrase rows: answered from the KB or the cache (tier faq|cache) with the
+              expected question as the source (the "top-1 accuracy" figure); a cache hit's
+              source is the message cached earlier, right when it is a paraphrase of the
+              same entry in the data file
+  false hits  a row not meant for the KB (expected intent other than faq) answered from the
+              KB or the cache, or a paraphrase answered from the wrong entry; cache probes:
+              a same=0 pair answered from the cache, or a pair's question answered from the KB
+  routing     all rows: the ``done`` event's route.intent is the expected intent
+  cache       per pair: ``cached_question`` in a new session (goes to the LLM and is cached),
+              then ``question`` in another new session; same=1 should hit, same=0 must not
+
+Thresholds are tuned on ``--split dev`` and reported on ``--split test``. The figures are
+printed, never judged: the exit status is 1 only when requests failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness import kefu_server
+
+DATA = Path(__file__).parent / "data"
+KB_TIERS = {"faq", "cache"}
+TARGETS = {"answered": "≥ 90 %", "false hits": "≤ 2 %", "routing": "≥ 95 %"}
+
+
+@dataclass
+class Reply:
+    """What one ``POST /chat`` stream said, with client-side times (perf_counter seconds)."""
+
+    sent: float
+    end: float = 0.0
+    done: float | None = None  # the done event arrived
+    first_token: float | None = None
+    status: int = 0
+    tier: str | None = None
+    intent: str | None = None
+    source: dict[str, Any] | None = None
+    text: str = ""
+    handoff: bool = False
+    error: str | None = None
+
+    @property
+    def source_question(self) -> str | None:
+        return (self.source or {}).get("question")
+
+    def describe(self) -> str:
+        if self.error:
+            return f"error {self.error}"
+        got = f"tier={self.tier} intent={self.intent}"
+        return got + (f" source={self.source_question!r}" if self.source else "")
+
+
+async def post_chat(client: httpx.AsyncClient, base_url: str, message: str) -> Reply:
+    """Send ``message`` as the first turn of a new session and read the SSE to ``done``."""
+    reply = Reply(sent=time.perf_counter())
+    parts: list[str] = []
+    try:
+        async with client.stream("POST", base_url + "/chat", json={"message": message}) as r:
+            reply.status = r.status_code
+            if r.status_code != 200:
+                await r.aread()
+                reply.error = f"HTTP {r.status_code}"
+                return reply
+            event, data = "message", ""
+            async for line in r.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data += line[5:].strip()
+                elif not line and data:
+                    body = json.loads(data)
+                    if event == "token" and body.get("text"):
+                        reply.first_token = reply.first_token or time.perf_counter()
+                        parts.append(body["text"])
+                    elif event == "handoff":
+                        reply.handoff = True
+                    elif event == "error":
+                        reply.error = str(body.get("message") or body)[:120]
+                    elif event == "done":
+                        reply.done = time.perf_counter()
+                        reply.tier = body.get("tier")
+                        reply.intent = (body.get("route") or {}).get("intent")
+                        reply.source = body.get("source")
+                    event, data = "message", ""
+    except httpx.HTTPError as exc:
+        reply.error = type(exc).__name__
+    reply.end = time.perf_counter()
+    reply.text = "".join(parts)
+    if reply.error is None and reply.tier is None:
+        reply.error = "stream ended without done"
+    return reply
+
+
+async def top_hit(client: httpx.AsyncClient, base_url: str, message: str) -> str | None:
+    r = await client.get(base_url + "/kb/search", params={"q": message, "k": 5})
+    r.raise_for_status()
+    hits = r.json().get("hits") or []
+    return hits[0]["question"] if hits else None
+
+
+@dataclass
+class Tally:
+    """Counts for one language (or all)."""
+
+    counts: dict[str, list[int]] = field(default_factory=dict)  # name -> [hits, total]
+
+    def add(self, name: str, ok: bool, counted: bool = True) -> None:
+        if counted:
+            pair = self.counts.setdefault(name, [0, 0])
+            pair[0] += int(ok)
+            pair[1] += 1
+
+    def cell(self, name: str) -> str:
+        hits, total = self.counts.get(name, [0, 0])
+        rate = f"{100 * hits / total:5.1f} %" if total else "    - "
+        return f"{rate} ({hits}/{total})"
+
+
+def load_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def answer_key(rows: Sequence[dict[str, str]]) -> dict[str, str]:
+    """Which KB question answers a message: each KB question itself and every paraphrase.
+
+    A cache hit's source is the earlier message whose reply was cached; it answers the row
+    right when that message is the same KB entry's question or one of its paraphrases."""
+    key = {r["expected_question"]: r["expected_question"] for r in rows if r["expected_question"]}
+    key.update({r["message"]: r["expected_question"] for r in rows if r["expected_question"]})
+    return key
+
+
+async def evaluate(
+    base_url: str,
+    rows: Sequence[dict[str, str]],
+    pairs: Sequence[dict[str, str]],
+    settle: float,
+    key: dict[str, str],
+) -> tuple[dict[str, Tally], list[tuple[str, ...]], int]:
+    tallies = {lang: Tally() for lang in ("en", "zh", "all")}
+    failures: list[tuple[str, ...]] = []
+    errors = 0
+
+    def tally(lang: str, name: str, ok: bool, counted: bool = True) -> None:
+        for key in (lang, "all"):
+            tallies[key].add(name, ok, counted)
+
+    async with httpx.AsyncClient(timeout=60) as client:
+        for n, row in enumerate(rows, 1):
+            lang, kind, message, want = (
+                row["lang"],
+                row["kind"],
+                row["message"],
+                row["expected_intent"],
+            )
+            expected_q = row["expected_question"] or None
+            reply = await post_chat(client, base_url, message)
+            if reply.error:
+                errors += 1
+                failures.append((lang, kind, message, want, reply.describe()))
+                continue
+            from_kb = reply.tier in KB_TIERS
+            tally(lang, "routing", reply.intent == want)
+            problems = [] if reply.intent == want else ["route"]
+            if kind == "paraphrase":
+                try:
+                    hit = await top_hit(client, base_url, message)
+                except httpx.HTTPError as exc:
+                    errors += 1
+                    hit = f"/kb/search failed: {exc!r}"[:100]
+                source = reply.source_question or ""
+                right = from_kb and key.get(source, source) == expected_q
+                tally(lang, "retrieval", hit == expected_q)
+                tally(lang, "answered", right)
+                wrong_entry = from_kb and not right
+                tally(lang, "false hits", not wrong_entry)
+                tally(lang, "wrong KB entry", not wrong_entry)
+                if not right:
+                    problems.append("wrong entry" if wrong_entry else "not answered")
+                if hit != expected_q:
+                    problems.append(f"search top-1={hit!r}")
+            elif want != "faq":
+                tally(lang, "false hits", not from_kb)
+                tally(lang, "non-FAQ answered from KB", not from_kb)
+                if from_kb:
+                    problems.append("false hit")
+            if problems:
+                expected = f"{want}" + (f" {expected_q!r}" if expected_q else "")
+                failures.append(
+                    (lang, kind, message, expected, reply.describe(), ", ".join(problems))
+                )
+            if n % 50 == 0:
+                print(f"  {n}/{len(rows)} rows", file=sys.stderr)
+
+        for pair in pairs:
+            lang, same = pair["lang"], pair["same"] == "1"
+            seed = await post_chat(client, base_url, pair["cached_question"])
+            await asyncio.sleep(settle)  # the cache is written after the reply
+            probe = await post_chat(client, base_url, pair["question"])
+            if seed.error or probe.error:
+                errors += 1
+                failures.append(
+                    (lang, "cache", pair["question"], "-", (seed.error or probe.error) or "")
+                )
+                continue
+            for reply in (seed, probe):  # neither question is in the KB
+                tally(lang, "false hits", reply.tier != "faq")
+                tally(lang, "cache-pair question from KB", reply.tier != "faq")
+            if probe.tier == "faq" or seed.tier == "faq":
+                got = f"seed {seed.describe()}; probe {probe.describe()}"
+                failures.append((lang, "cache", pair["question"], "general", got, "false hit"))
+            cached = seed.tier == "llm"
+            tally(lang, "cache seeds answered by llm", cached)
+            cached_hit = probe.tier == "cache"
+            if same:
+                tally(lang, "cache hit (same=1)", cached_hit, counted=cached)
+            else:
+                tally(lang, "false hits", not cached_hit)
+                tally(lang, "cache false hits (same=0)", not cached_hit)
+            if cached_hit != same and (cached or not same):
+                what = "cache hit expected" if same else "false cache hit"
+                got = probe.describe() + f" (seed tier={seed.tier})"
+                failures.append(
+                    (lang, "cache", pair["question"], pair["cached_question"], got, what)
+                )
+    return tallies, failures, errors
+
+
+# name, what counts as "ok" in the tally (false-hit rows count the rows that were NOT false hits)
+ROWS: list[tuple[str, str, bool]] = [
+    ("retrieval", "retrieval top-1 (/kb/search)", False),
+    ("answered", "answered top-1 (tier faq|cache)", False),
+    ("routing", "routing (route.intent)", False),
+    ("false hits", "false hits, all", True),
+    ("wrong KB entry", "  paraphrase from wrong entry", True),
+    ("non-FAQ answered from KB", "  non-FAQ row from KB/cache", True),
+    ("cache false hits (same=0)", "  cache probe, same=0 hit", True),
+    ("cache-pair question from KB", "  cache-pair question from KB", True),
+    ("cache hit (same=1)", "cache hit rate, same=1", False),
+    ("cache seeds answered by llm", "cache seeds that went to llm", False),
+]
+
+
+def inverted(t: Tally, name: str) -> str:
+    hits, total = t.counts.get(name, [0, 0])
+    return Tally({name: [total - hits, total]}).cell(name)
+
+
+def print_table(tallies: dict[str, Tally]) -> None:
+    print(f"\n{'metric':34} {'en':>18} {'zh':>18} {'all':>18}  target")
+    for name, label, invert in ROWS:
+        cell: Callable[[Tally, str], str] = inverted if invert else Tally.cell
+        cells = " ".join(f"{cell(tallies[lang], name):>18}" for lang in ("en", "zh", "all"))
+        print(f"{label:34} {cells}  {TARGETS.get(name, '')}")
+
+
+def summary(tallies: dict[str, Tally]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for lang, t in tallies.items():
+        out[lang] = {name: {"ok": ok, "total": total} for name, (ok, total) in t.counts.items()}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--split", choices=["dev", "test", "all"], default="test")
+    parser.add_argument("--json", type=Path, help="write the counts and failures here")
+    parser.add_argument(
+        "--settle", type=float, default=0.2, help="seconds between a cache seed and its probe"
+    )
+    parser.add_argument("--no-cache", action="store_true", help="skip the cache probes")
+    parser.add_argument(
+        "--url", help="use a running kefu instead of starting one (its KB must be the demo)"
+    )
+    args = parser.parse_args(argv)
+
+    every_row = load_csv(DATA / "answer_quality.csv")
+    rows = [r for r in every_row if args.split in ("all", r["split"])]
+    pairs = [] if args.no_cache else load_csv(DATA / "cache_pairs.csv")
+    print(f"{len(rows)} rows ({args.split}), {len(pairs)} cache pairs", file=sys.stderr)
+
+    def run(url: str) -> tuple[dict[str, Tally], list[tuple[str, ...]], int]:
+        return asyncio.run(evaluate(url, rows, pairs, args.settle, answer_key(every_row)))
+
+    if args.url:
+        tallies, failures, errors = run(args.url.rstrip("/"))
+    else:
+        with kefu_server("--engine", "fake") as url:
+            tallies, failures, errors = run(url)
+
+    print_table(tallies)
+    print(f"\nrequest errors: {errors}")
+    if failures:
+        print(
+            f"\nfailures ({len(failures)}, first 30): lang | kind | message | expected | got | why"
+        )
+        for failure in failures[:30]:
+            print("  " + " | ".join(failure))
+    if args.json:
+        report = {"split": args.split, "errors": errors, "counts": summary(tallies)}
+        report["failures"] = [list(f) for f in failures]
+        args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""What the fast path buys under load: kefu with it against kefu sending everything to the LLM.
+
+Starts ``kefu serve`` with the real engine (the bundled model) on a fresh data dir, then
+``--clients`` simulated customers for ``--duration`` seconds. Each customer repeatedly
+picks a message (by default 60 % fast-path material: demo-KB questions and paraphrases,
+order status with demo order numbers, small talk; 40 % general questions for the LLM),
+posts it to ``/chat`` as the first turn of a new session, records the time to the first
+``token`` event (TTFT), to the ``done`` event (E2E) and the answer tier, then thinks for an
+exponential time with mean ``--think`` seconds. Requests still running at the end are
+awaited (bounded by ``--timeout``).
+
+Then the baseline: the same mix for the same duration against a fresh kefu started with
+``--no-fast-path`` (every message goes to the LLM). Both tables are printed per tier, for
+the fast path (every tier but llm) and for llm, with the ratio of the LLM's p50 E2E to the
+fast path's. The figures are printed, never judged: the exit status is 0 whatever they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from answer_quality import DATA, Reply, post_chat
+from harness import kefu_server, percentile
+
+DEMO_KB = Path(__file__).resolve().parent.parent / "src" / "kefu" / "knowledge" / "demo"
+FAST_KINDS = {"paraphrase", "order_status", "smalltalk"}
+GENERAL_KINDS = {"out_of_scope", "near_miss"}
+
+
+@dataclass(frozen=True)
+class Sample:
+    tier: str  # the done event's tier; "error" when there was none
+    ttft_ms: float
+    e2e_ms: float
+    status: int
+    error: str | None
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def message_pools() -> tuple[list[str], list[str]]:
+    """(fast-path messages, general messages) from the demo KB and the benchmark data."""
+    fast = [
+        row["question"]
+        for name in ("shop_en.csv", "shop_zh.csv")
+        for row in read_csv(DEMO_KB / name)
+    ]
+    general: list[str] = []
+    for row in read_csv(DATA / "answer_quality.csv"):
+        if row["kind"] in FAST_KINDS:
+            fast.append(row["message"])
+        elif row["kind"] in GENERAL_KINDS:
+            general.append(row["message"])
+    for pair in read_csv(DATA / "cache_pairs.csv"):
+        general += [pair["question"], pair["cached_question"]]
+    return fast, sorted(set(general))
+
+
+def sample_of(reply: Reply) -> Sample:
+    end = reply.done or reply.end
+    first = reply.first_token or end
+    tier = reply.tier if reply.error is None and reply.tier else "error"
+    return Sample(
+        tier, (first - reply.sent) * 1e3, (end - reply.sent) * 1e3, reply.status, reply.error
+    )
+
+
+async def customer(
+    client: httpx.AsyncClient,
+    url: str,
+    pools: tuple[list[str], list[str]],
+    fast_share: float,
+    think: float,
+    deadline: float,
+    rng: random.Random,
+    out: list[Sample],
+) -> None:
+    fast, general = pools
+    await asyncio.sleep(rng.uniform(0, min(think, 2.0)))  # customers do not all arrive at once
+    while time.monotonic() < deadline:
+        message = rng.choice(fast if rng.random() < fast_share else general)
+        out.append(sample_of(await post_chat(client, url, message)))
+        pause = rng.expovariate(1 / think) if think > 0 else 0.0
+        await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+
+
+async def load(
+    url: str, args: argparse.Namespace, pools: tuple[list[str], list[str]]
+) -> list[Sample]:
+    limits = httpx.Limits(
+        max_connections=args.clients + 8, max_keepalive_connections=args.clients + 8
+    )
+    async with httpx.AsyncClient(timeout=args.timeout, limits=limits) as client:
+        await post_chat(client, url, "hello")  # warm up, not counted
+        await post_chat(client, url, pools[1][0])
+        samples: list[Sample] = []
+        deadline = time.monotonic() + args.duration
+        rng = random.Random(args.seed)
+        await asyncio.gather(
+            *(
+                customer(
+                    client,
+                    url,
+                    pools,
+                    args.fast_share,
+                    args.think,
+                    deadline,
+                    random.Random(rng.getrandbits(64)),
+                    samples,
+                )
+                for _ in range(args.clients)
+            )
+        )
+    return samples
+
+
+def row(label: str, samples: Sequence[Sample]) -> str:
+    ttft = [s.ttft_ms for s in samples]
+    e2e = [s.e2e_ms for s in samples]
+    figures = [percentile(ttft, 50), percentile(ttft, 99), percentile(e2e, 50), percentile(e2e, 99)]
+    return f"{label:26} {len(samples):7d} " + " ".join(f"{v:9.1f}" for v in figures)
+
+
+def report(title: str, samples: Sequence[Sample], duration: float) -> float:
+    """Print one phase's table; return LLM p50 E2E / fast-path p50 E2E (nan if one is empty)."""
+    ok = [s for s in samples if s.tier != "error"]
+    errors = [s for s in samples if s.tier == "error"]
+    print(
+        f"\n== {title}: {len(samples)} requests started in {duration:g} s "
+        f"({len(ok) / duration:.1f} answered/s)"
+    )
+    print(
+        f"{'tier':26} {'count':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'E2E p50':>9} {'E2E p99':>9}  (ms)"
+    )
+    for tier in sorted({s.tier for s in ok}):
+        print(row(tier, [s for s in ok if s.tier == tier]))
+    fast = [s for s in ok if s.tier != "llm"]
+    llm = [s for s in ok if s.tier == "llm"]
+    print(row("fast path (all non-llm)", fast))
+    print(row("llm", llm))
+    print(row("all answered", ok))
+    count_429 = sum(s.status == 429 for s in errors)
+    count_503 = sum(s.status == 503 for s in errors)
+    other = len(errors) - count_429 - count_503
+    print(f"errors: 429={count_429} 503={count_503} other={other}")
+    reasons = sorted({s.error or "" for s in errors if s.status not in (429, 503)})
+    if reasons:
+        print("  other errors: " + "; ".join(reasons[:5]))
+    ratio = float("nan")
+    if fast and llm:
+        ratio = percentile([s.e2e_ms for s in llm], 50) / percentile([s.e2e_ms for s in fast], 50)
+        print(f"llm p50 E2E / fast-path p50 E2E = {ratio:.1f}x")
+    return ratio
+
+
+def phase(
+    args: argparse.Namespace, pools: tuple[list[str], list[str]], *flags: str
+) -> list[Sample]:
+    with kefu_server(*flags, *args.serve_flag) as url:
+        return asyncio.run(load(url, args, pools))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=50, help="concurrent customers")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds per phase")
+    parser.add_argument("--think", type=float, default=1.0, help="mean think time (s)")
+    parser.add_argument("--fast-share", type=float, default=0.6, help="share of fast-path messages")
+    parser.add_argument("--timeout", type=float, default=120.0, help="per-request timeout (s)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-baseline", action="store_true", help="skip the --no-fast-path phase")
+    parser.add_argument(
+        "--serve-flag",
+        action="append",
+        default=[],
+        help="extra `kefu serve` argument, repeatable: --serve-flag=--engine --serve-flag=fake",
+    )
+    args = parser.parse_args(argv)
+    pools = message_pools()
+    print(
+        f"{args.clients} customers, {args.duration:g} s per phase, think {args.think:g} s, "
+        f"{args.fast_share:.0%} fast-path messages ({len(pools[0])} fast, {len(pools[1])} general)",
+        file=sys.stderr,
+    )
+    with_fast = phase(args, pools)
+    ratio = report("kefu with the fast path", with_fast, args.duration)
+    if not args.no_baseline:
+        baseline = phase(args, pools, "--no-fast-path")
+        report("baseline: --no-fast-path (every message to the LLM)", baseline, args.duration)
+        both = [s.e2e_ms for s in with_fast if s.tier != "error"]
+        base = [s.e2e_ms for s in baseline if s.tier != "error"]
+        print(
+            f"\nall answered, E2E p50/p99: with the fast path {percentile(both, 50):.1f}/"
+            f"{percentile(both, 99):.1f} ms, baseline {percentile(base, 50):.1f}/"
+            f"{percentile(base, 99):.1f} ms; llm/fast-path p50 ratio {ratio:.1f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

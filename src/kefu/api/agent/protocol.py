@@ -1,0 +1,34 @@
+"""Wire models of the human-agent API: ``/agent/sessions``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+
+class WaitingSessionOut(BaseModel):
+    session_id: str
+    user_id: str | None
+    reason: str | None
+    since: float | None
+    waiting_seconds: float
+    last_message: str | None
+
+
+class WaitingSessionsOut(BaseModel):
+    sessions: list[WaitingSessionOut]
+
+
+class AgentReplyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    agent: Annotated[str, StringConstraints(max_length=128)] | None = None
+
+
+class AgentReplyOut(BaseModel):
+    session_id: str
+    turn: int
+    created_at: float
+    delivered: int  # customer streams open when it was sent (it is stored either way)

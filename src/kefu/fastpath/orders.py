@@ -1,0 +1,244 @@
+"""The order_status tool: look an order up in a pluggable backend, answer from a template.
+
+Backends: ``SqliteOrders`` (a demo table kefu creates with sample orders, so a
+fresh install can answer "where is LH-100003?") and ``HttpOrders`` (the shop's
+own order API). A backend answers ``None`` for an order that does not exist and
+raises ``kefu.errors.ToolUnavailable`` when it cannot answer at all — the two must
+not be confused, or a customer is told that a real order does not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar, get_args
+from urllib.parse import quote
+
+import httpx
+
+from kefu.errors import ToolUnavailable
+from kefu.fastpath.order_replies import order_reply, order_unavailable_reply
+
+__all__ = [
+    "STATUSES",
+    "HttpOrders",
+    "Order",
+    "OrderBackend",
+    "SqliteOrders",
+    "Status",
+    "order_reply",
+    "order_unavailable_reply",
+]
+
+T = TypeVar("T")
+Status = Literal["processing", "shipped", "out_for_delivery", "delivered", "cancelled", "returned"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+RETRY_AFTER = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    id: str
+    status: Status
+    carrier: str | None
+    tracking: str | None
+    eta: str | None  # ISO date: expected delivery, or the day it was delivered
+    items: tuple[str, ...]
+    updated_at: str  # ISO date-time of the last status change
+
+
+class OrderBackend(Protocol):
+    async def lookup(self, order_id: str) -> Order | None:
+        """The order, or None when there is no such order; ToolUnavailable when it cannot tell."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS orders (
+    id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    carrier TEXT,
+    tracking TEXT,
+    eta TEXT,
+    items TEXT NOT NULL DEFAULT '[]',
+    updated_at TEXT NOT NULL
+);
+"""
+
+
+class SqliteOrders:
+    """Orders in ``data_dir/orders.db``; the demo orders are written when the file is new.
+
+    ``PRAGMA user_version`` records that the sample data was written, so an
+    operator who empties or edits the table does not get it back at the next start.
+    """
+
+    def __init__(self, path: Path, *, today: date | None = None) -> None:
+        self.path = path
+        self._today = today
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-orders")
+        self._conn: sqlite3.Connection | None = None
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("order store is not open")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, conn)
+        except sqlite3.Error as exc:
+            raise ToolUnavailable(f"order store failed: {exc}", retry_after=RETRY_AFTER) from exc
+
+    async def open(self) -> None:
+        from kefu.fastpath.demo_orders import demo_orders  # it imports Order from here
+
+        today = self._today or date.today()
+
+        def connect() -> sqlite3.Connection:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(SCHEMA)
+                (version,) = conn.execute("PRAGMA user_version").fetchone()
+                if version == 0:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO orders VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [_row(order) for order in demo_orders(today)],
+                    )
+                    conn.execute("PRAGMA user_version = 1")
+            return conn
+
+        self._conn = await asyncio.get_running_loop().run_in_executor(self._executor, connect)
+
+    async def lookup(self, order_id: str) -> Order | None:
+        def select(conn: sqlite3.Connection) -> Order | None:
+            row = conn.execute(
+                "SELECT id, status, carrier, tracking, eta, items, updated_at FROM orders "
+                "WHERE id = ? COLLATE NOCASE",
+                (order_id,),
+            ).fetchone()
+            return None if row is None else _order(row)
+
+        return await self._run(select)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._run(lambda conn: conn.close())
+            self._conn = None
+        self._executor.shutdown(wait=True)
+
+
+def _row(order: Order) -> tuple[str | None, ...]:
+    return (
+        order.id,
+        order.status,
+        order.carrier,
+        order.tracking,
+        order.eta,
+        json.dumps(list(order.items), ensure_ascii=False),
+        order.updated_at,
+    )
+
+
+def _order(row: tuple[Any, ...]) -> Order:
+    order_id, status, carrier, tracking, eta, items, updated_at = row
+    return _from_mapping(
+        {
+            "id": order_id,
+            "status": status,
+            "carrier": carrier,
+            "tracking": tracking,
+            "eta": eta,
+            "items": json.loads(items),
+            "updated_at": updated_at,
+        },
+        order_id,
+    )
+
+
+class HttpOrders:
+    """The shop's own order API: ``GET url_template`` with the id URL-quoted into ``{order_id}``.
+
+    200 with a JSON object ``{id, status, carrier?, tracking?, eta?, items?, updated_at?}``
+    is the order; 404 is no such order; anything else (another status, a timeout,
+    a body that is not such an object) means the API cannot answer: ToolUnavailable.
+    """
+
+    def __init__(
+        self, url_template: str, *, timeout: float = 2.0, client: httpx.AsyncClient | None = None
+    ) -> None:
+        if "{order_id}" not in url_template:
+            raise ValueError("the order API URL template must contain {order_id}")
+        self.url_template = url_template
+        self.timeout = timeout
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=timeout)
+
+    def url(self, order_id: str) -> str:
+        return self.url_template.replace("{order_id}", quote(order_id, safe=""))
+
+    async def lookup(self, order_id: str) -> Order | None:
+        url = self.url(order_id)
+        try:
+            response = await self._client.get(
+                url, timeout=self.timeout, headers={"Accept": "application/json"}
+            )
+        except httpx.TimeoutException as exc:
+            raise ToolUnavailable(
+                f"order API timed out after {self.timeout:g} s", retry_after=RETRY_AFTER
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ToolUnavailable(f"order API unreachable: {exc}", retry_after=RETRY_AFTER) from exc
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise ToolUnavailable(
+                f"order API answered HTTP {response.status_code}", retry_after=RETRY_AFTER
+            )
+        try:
+            body = response.json()
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+            return _from_mapping(body, order_id)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise ToolUnavailable(
+                f"order API sent an invalid order: {exc}", retry_after=RETRY_AFTER
+            ) from exc
+
+    async def close(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+
+def _from_mapping(data: Mapping[str, Any], order_id: str) -> Order:
+    """An Order from a backend's fields; ValueError names the first field that is wrong."""
+    status = data.get("status")
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    items = data.get("items") or []
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError("items must be a list of strings")
+    fields: dict[str, str | None] = {}
+    for name in ("id", "carrier", "tracking", "eta", "updated_at"):
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{name} must be a string")
+        fields[name] = value or None
+    return Order(
+        id=fields["id"] or order_id,
+        status=status,
+        carrier=fields["carrier"],
+        tracking=fields["tracking"],
+        eta=fields["eta"],
+        items=tuple(items),
+        updated_at=fields["updated_at"] or "",
+    )

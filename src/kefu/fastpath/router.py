@@ -1,0 +1,191 @@
+"""The intent router: which tier answers a message, decided without a model call.
+
+Candidates come from the rule detectors (``rules.py``) and from the knowledge
+base's hits. A candidate is served only when it is both confident and clearly
+ahead; otherwise the message goes to the LLM with the best passages in its
+context ("general"), because a wrong canned answer costs more than a slower
+right one. Two things skip the contest: an explicit request for a person (or a
+bot that failed twice), and an order number — a structured id needs no score.
+
+Decision, in order:
+
+1. handoff at confidence 1.0 (asked for a human; the bot failed
+   ``failures_to_handoff`` times in a row, counting this message) → handoff;
+2. an order number in the message → order_status, unless a handoff candidate
+   reaches ``HANDOFF_OVER_ORDER`` (a complaint or real anger about the order
+   wants a person, not a status line);
+3. otherwise, among the candidates that reach their own threshold
+   (``config.faq_threshold`` for faq, ``RULE_THRESHOLD`` for the rules), the most
+   confident wins if it leads the next such candidate by ``config.faq_margin``;
+   for faq, its lead over the next FAQ with a different answer must reach
+   ``faq_margin`` too (two entries close together mean the question is ambiguous);
+4. else general, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from kefu.fastpath.rules import (
+    ASKED_FOR_HUMAN,
+    DEFAULT_ORDER_PATTERN,
+    asks_about_order,
+    find_order_id,
+    handoff_score,
+    is_failure_signal,
+    smalltalk_kind,
+)
+from kefu.knowledge.base import Hit
+from kefu.knowledge.text import normalize
+
+Intent = Literal["faq", "order_status", "handoff", "smalltalk", "general"]
+
+# A rule candidate must reach this to win the contest. The detectors' scale:
+# explicit request for a person 1.0, order number 1.0, smalltalk 0.9, complaint
+# or manager 0.8, two signs of anger 0.8 (one strong sign 0.85), a question about
+# an order without its number 0.75 — all pass; one mild sign of anger ("terrible",
+# "!!") is 0.6 and does not, alone, take a customer away from an answer.
+RULE_THRESHOLD = 0.7
+# An order number wins over every candidate below this handoff confidence.
+HANDOFF_OVER_ORDER = 0.8
+ORDER_ID_CONFIDENCE = 1.0
+ORDER_QUESTION_CONFIDENCE = 0.75
+FAILED_REASON = "the bot failed twice"
+
+# Ties between equally confident candidates go to the first here.
+_PRECEDENCE: tuple[Intent, ...] = ("handoff", "order_status", "smalltalk", "faq")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    intent: Intent
+    confidence: float
+    # handoff: the reason; order_status: the order id; smalltalk: the kind; faq: the entry id.
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    """The decision. For general, ``confidence`` and ``margin`` are those of the best
+    candidate it declined (0.0 and 1.0 when there was none); for an order number or a
+    handoff that won by precedence, margin is clamped at 0."""
+
+    intent: Intent
+    confidence: float
+    margin: float
+    candidates: tuple[Candidate, ...]  # best first
+    order_id: str | None = None
+    faq: Hit | None = None  # the KB hit to serve when intent == "faq"
+    reason: str | None = None  # handoff reason, or why it fell back to general
+
+
+@dataclass(frozen=True, slots=True)
+class RouterConfig:
+    faq_threshold: float
+    faq_margin: float
+    order_pattern: str = DEFAULT_ORDER_PATTERN
+    failures_to_handoff: int = 2
+
+
+def route(message: str, hits: Sequence[Hit], *, failures: int, config: RouterConfig) -> Routing:
+    """Route one message; ``hits`` are its KB search results, ``failures`` the number of
+    consecutive earlier turns that failed (tracked per session by the caller)."""
+    order_id = find_order_id(message, config.order_pattern)
+    candidates: list[Candidate] = []
+
+    failed = failures + is_failure_signal(message)
+    handoff: Candidate | None = None
+    if failed >= config.failures_to_handoff:
+        failed_reason = FAILED_REASON if failed == 2 else f"the bot failed {failed} times"
+        handoff = Candidate("handoff", 1.0, failed_reason)
+    else:
+        confidence, reason = handoff_score(message)  # 1.0 only for an explicit request
+        if confidence > 0:
+            handoff = Candidate("handoff", confidence, reason)
+    if handoff is not None:
+        candidates.append(handoff)
+
+    order: Candidate | None = None
+    if order_id is not None:
+        order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id)
+    elif asks_about_order(message):
+        order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
+    if order is not None:
+        candidates.append(order)
+
+    small, kind = smalltalk_kind(message)
+    if small > 0:
+        candidates.append(Candidate("smalltalk", small, kind))
+
+    faq_hit, kb_margin = _top_faq(hits)
+    if faq_hit is not None:
+        candidates.append(Candidate("faq", faq_hit.score, faq_hit.entry.id))
+
+    ranked = tuple(sorted(candidates, key=lambda c: (-c.confidence, _PRECEDENCE.index(c.intent))))
+
+    if handoff is not None and handoff.confidence >= 1.0:
+        return _by_precedence(handoff, ranked, order_id, handoff.detail or ASKED_FOR_HUMAN)
+    if order is not None and order_id is not None:
+        if handoff is not None and handoff.confidence >= HANDOFF_OVER_ORDER:
+            return _by_precedence(handoff, ranked, order_id, handoff.detail)
+        return _by_precedence(order, ranked, order_id, None)
+    if not ranked:
+        return Routing("general", 0.0, 1.0, ranked, reason="no candidate")
+
+    def threshold(c: Candidate) -> float:
+        return config.faq_threshold if c.intent == "faq" else RULE_THRESHOLD
+
+    # Only candidates that reach their own threshold compete: a sub-threshold one (one
+    # "terrible" next to a clear FAQ match) is no rival interpretation.
+    eligible = [c for c in ranked if c.confidence >= threshold(c)]
+    if not eligible:
+        best = ranked[0]
+        reason = f"{best.intent} {best.confidence:.2f} below threshold {threshold(best):.2f}"
+        margin = best.confidence - ranked[1].confidence if len(ranked) > 1 else 1.0
+        return Routing("general", best.confidence, margin, ranked, order_id=None, reason=reason)
+
+    top = eligible[0]
+    margin = top.confidence - eligible[1].confidence if len(eligible) > 1 else 1.0
+    fallback: str | None = None
+    if margin < config.faq_margin:
+        runner = eligible[1].intent
+        fallback = f"{top.intent} margin {margin:.2f} over {runner} < {config.faq_margin:.2f}"
+    elif top.intent == "faq" and kb_margin < config.faq_margin:
+        margin = kb_margin
+        fallback = f"faq margin {kb_margin:.2f} over the next FAQ < {config.faq_margin:.2f}"
+    if fallback is not None:
+        return Routing("general", top.confidence, margin, ranked, reason=fallback)
+
+    if top.intent == "faq":
+        return Routing("faq", top.confidence, min(margin, kb_margin), ranked, faq=faq_hit)
+    winner_reason = top.detail if top.intent == "handoff" else None
+    return Routing(top.intent, top.confidence, margin, ranked, reason=winner_reason)
+
+
+def _by_precedence(
+    winner: Candidate, ranked: tuple[Candidate, ...], order_id: str | None, reason: str | None
+) -> Routing:
+    others = [c.confidence for c in ranked if c is not winner]
+    margin = max(0.0, winner.confidence - max(others)) if others else 1.0
+    return Routing(winner.intent, winner.confidence, margin, ranked, order_id, reason=reason)
+
+
+def _top_faq(hits: Sequence[Hit]) -> tuple[Hit | None, float]:
+    """The best hit when it is an FAQ, and its lead over the next FAQ with another answer.
+
+    A passage on top means the best match is not a servable answer: no faq
+    candidate. Entries that share an answer (twins in two phrasings) are not rivals.
+    """
+    if not hits:
+        return None, 0.0
+    ordered = sorted(hits, key=lambda h: -h.score)
+    top = ordered[0]
+    if top.entry.kind != "faq":
+        return None, 0.0
+    answer = normalize(top.entry.answer)
+    for hit in ordered[1:]:
+        if hit.entry.kind == "faq" and normalize(hit.entry.answer) != answer:
+            return top, top.score - hit.score
+    return top, top.score

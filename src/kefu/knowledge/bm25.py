@@ -1,0 +1,130 @@
+"""BM25 over an inverted index that grows and shrinks one document at a time.
+
+Documents live in rows (the knowledge base's row numbers, shared with the dense
+matrix). Each term's postings are two growable numpy arrays (rows, term
+frequencies), so scoring a query is a few vectorised gathers per query term, not
+a Python loop over postings. A removed row's postings stay until the owner
+compacts (its score is masked by the caller), but its document frequency and
+length leave the statistics at once, so IDF is exact after every change.
+
+Normalisation to [0, 1], comparable across queries: the score is divided by the
+score the query would earn against an ideal document that holds every query
+term with a question's term frequency at average length, i.e. "how much of the
+query's IDF mass this document matches". Repeated query terms count once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from kefu.knowledge.text import tokens
+
+K1 = 1.2
+B = 0.75
+# The question is indexed this many times: customers ask questions, so a word of
+# the question is stronger evidence than the same word deep in the answer.
+QUESTION_WEIGHT = 2
+
+Floats = npt.NDArray[np.float32]
+
+
+def entry_terms(question: str, answer: str) -> Counter[str]:
+    """Term frequencies of an entry, its question counted QUESTION_WEIGHT times."""
+    terms = Counter(tokens(answer))
+    for term in tokens(question):
+        terms[term] += QUESTION_WEIGHT
+    return terms
+
+
+class _Postings:
+    __slots__ = ("rows", "size", "tfs")
+
+    def __init__(self) -> None:
+        self.rows = np.empty(4, dtype=np.int64)
+        self.tfs = np.empty(4, dtype=np.float32)
+        self.size = 0
+
+    def append(self, row: int, tf: float) -> None:
+        if self.size == len(self.rows):
+            self.rows = np.concatenate([self.rows, np.empty_like(self.rows)])
+            self.tfs = np.concatenate([self.tfs, np.empty_like(self.tfs)])
+        self.rows[self.size] = row
+        self.tfs[self.size] = tf
+        self.size += 1
+
+
+class Bm25Index:
+    """Not thread-safe; the knowledge base serialises access."""
+
+    def __init__(self) -> None:
+        self._postings: dict[str, _Postings] = {}
+        self._df: Counter[str] = Counter()
+        self._lengths = np.zeros(16, dtype=np.float32)
+        self._docs = 0
+        self._total_length = 0.0
+
+    @property
+    def documents(self) -> int:
+        return self._docs
+
+    def add(self, row: int, terms: Counter[str]) -> None:
+        """Index a document at ``row`` (a row never used before, or compacted away)."""
+        if row >= len(self._lengths):
+            grown = np.zeros(max(row + 1, 2 * len(self._lengths)), dtype=np.float32)
+            grown[: len(self._lengths)] = self._lengths
+            self._lengths = grown
+        length = float(sum(terms.values()))
+        self._lengths[row] = length
+        self._docs += 1
+        self._total_length += length
+        for term, tf in terms.items():
+            postings = self._postings.get(term)
+            if postings is None:
+                postings = self._postings[term] = _Postings()
+            postings.append(row, tf)
+            self._df[term] += 1
+
+    def remove(self, row: int, terms: Counter[str]) -> None:
+        """Take a document out of the statistics; its postings are masked until compaction."""
+        self._docs -= 1
+        self._total_length -= float(self._lengths[row])
+        self._lengths[row] = 0
+        for term in terms:
+            self._df[term] -= 1
+            if self._df[term] <= 0:
+                del self._df[term]
+                del self._postings[term]
+
+    def idf(self, term: str) -> float:
+        """Lucene's BM25 IDF: always positive, highest for a term no document has."""
+        df = self._df.get(term, 0)
+        return math.log(1 + (self._docs - df + 0.5) / (df + 0.5))
+
+    def scores(self, query_terms: Sequence[str], rows: int) -> Floats:
+        """Normalised scores in [0, 1] for rows 0..rows-1 (dead rows get garbage: mask them)."""
+        out = np.zeros(rows, dtype=np.float32)
+        if self._docs == 0:
+            return out
+        unique = list(dict.fromkeys(query_terms))
+        avg = self._total_length / self._docs
+        ideal = 0.0
+        ideal_tf = (QUESTION_WEIGHT * (K1 + 1)) / (QUESTION_WEIGHT + K1)
+        for term in unique:
+            idf = self.idf(term)
+            ideal += idf * ideal_tf
+            postings = self._postings.get(term)
+            if postings is None:
+                continue
+            at = postings.rows[: postings.size]
+            tf = postings.tfs[: postings.size]
+            norm = K1 * (1 - B + B * self._lengths[at] / avg)
+            out[at] += np.float32(idf) * tf * (K1 + 1) / (tf + norm)
+        if ideal > 0:
+            out /= np.float32(ideal)
+        np.minimum(out, 1.0, out=out)
+        return out

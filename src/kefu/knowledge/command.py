@@ -1,0 +1,205 @@
+"""``kefu kb``: import, list, search and remove knowledge entries in a data dir.
+
+The CLI writes the same SQLite file the server reads; a running server notices
+the change (KnowledgeBase.refresh) without a restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from kefu.errors import KefuError
+from kefu.knowledge.base import KnowledgeBase
+from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.importers import SUFFIXES, parse_file
+from kefu.settings import SettingsError, load_settings
+
+EXIT_ERROR = 2
+DB_NAME = "knowledge.db"
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "kb",
+        help="manage the knowledge base (FAQ and passages the answers come from)",
+        description="Import, list, search and remove knowledge entries, stored in "
+        f"DATA_DIR/{DB_NAME}. A running kefu picks the changes up without a restart.",
+    )
+    kb = parser.add_subparsers(dest="kb_command", required=True, metavar="COMMAND")
+
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of kefu's state (default: the data_dir setting, env KEFU_DATA_DIR)",
+    )
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    imp = kb.add_parser(
+        "import",
+        parents=[data_dir],
+        help="import entries from CSV, JSON, JSONL or Markdown files",
+        description="Add or update entries (an entry is identified by its question: the same "
+        "question again updates its answer). CSV: header question,answer[,category]. JSON: "
+        "a list of {question, answer, category?, kind?}. JSONL: one such object per line. "
+        "Markdown: each heading starts an entry; a heading ending in '?' is a question and "
+        "the text below it the answer, other headings make passages. Every file is checked "
+        "before anything is written.",
+    )
+    imp.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help=f"files ({', '.join(SUFFIXES)})"
+    )
+    imp.set_defaults(run=run_import)
+
+    lst = kb.add_parser("list", parents=[data_dir, as_json], help="list the entries")
+    lst.add_argument("--category", help="only entries of this category")
+    lst.set_defaults(run=run_list)
+
+    search = kb.add_parser(
+        "search",
+        parents=[data_dir, as_json],
+        help="show the entries a message retrieves, with their scores",
+        description="Hybrid retrieval as the server does it: score is the fused score in "
+        "[0, 1], lexical the normalised BM25 part, dense the cosine similarity.",
+    )
+    search.add_argument("query", metavar="QUERY", help="the customer's message")
+    search.add_argument("-k", type=int, default=5, help="how many entries to show")
+    search.set_defaults(run=run_search)
+
+    remove = kb.add_parser("remove", parents=[data_dir], help="remove entries by id")
+    remove.add_argument("ids", nargs="+", metavar="ID", help="entry ids (from kefu kb list)")
+    remove.set_defaults(run=run_remove)
+
+
+def _data_dir(args: argparse.Namespace) -> Path:
+    if args.data_dir is not None:
+        path: Path = args.data_dir
+        return path
+    return load_settings().data_dir
+
+
+def _open(args: argparse.Namespace) -> KnowledgeBase:
+    from kefu.knowledge.embedder import E5Embedder
+
+    return KnowledgeBase.open(_data_dir(args) / DB_NAME, E5Embedder())
+
+
+def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """One line on stderr and exit status 2 for an error the user can fix."""
+
+    @functools.wraps(fn)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except (KefuError, SettingsError) as exc:
+            message = exc.message if isinstance(exc, KefuError) else str(exc)
+            print(f"kefu kb: error: {message}", file=sys.stderr)
+            return EXIT_ERROR
+
+    return run
+
+
+def _progress_bar(label: str, stream: TextIO) -> Callable[[int, int], None]:
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // max(total, 1)
+        stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+@_guarded
+def run_import(args: argparse.Namespace) -> int:
+    parsed = [(path, parse_file(path)) for path in args.files]  # all checked before any write
+    kb = _open(args)
+    try:
+        for path, entries in parsed:
+            bar = _progress_bar(f"embedding {path.name}", sys.stderr)
+            change = kb.add(entries, progress=bar)
+            print(
+                f"imported {len(entries)} ({len(change.added)} added, "
+                f"{len(change.updated)} updated) from {path}"
+            )
+    finally:
+        kb.close()
+    return 0
+
+
+def _entry_json(entry: KbEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "question": entry.question,
+        "answer": entry.answer,
+        "category": entry.category,
+        "lang": entry.lang,
+        "kind": entry.kind,
+        "source": entry.source,
+        "updated_at": entry.updated_at,
+    }
+
+
+def _short(text: str, width: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+@_guarded
+def run_list(args: argparse.Namespace) -> int:
+    kb = _open(args)
+    try:
+        entries = kb.entries(category=args.category)
+    finally:
+        kb.close()
+    if args.json:
+        print(json.dumps([_entry_json(e) for e in entries], ensure_ascii=False, indent=2))
+        return 0
+    for e in entries:
+        print(f"{e.id}  {e.kind:7}  {e.category or '-':12}  {_short(e.question, 60)}")
+    print(f"{len(entries)} entries", file=sys.stderr)
+    return 0
+
+
+@_guarded
+def run_search(args: argparse.Namespace) -> int:
+    kb = _open(args)
+    try:
+        hits = kb.search(args.query, k=args.k)
+    finally:
+        kb.close()
+    if args.json:
+        rows = [
+            {"score": h.score, "lexical": h.lexical, "dense": h.dense, **_entry_json(h.entry)}
+            for h in hits
+        ]
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return 0
+    print(f"{'score':>6} {'lexical':>7} {'dense':>6}  {'id':12}  question")
+    for h in hits:
+        print(
+            f"{h.score:6.3f} {h.lexical:7.3f} {h.dense:6.3f}  {h.entry.id}  "
+            f"{_short(h.entry.question, 60)}"
+        )
+    return 0
+
+
+@_guarded
+def run_remove(args: argparse.Namespace) -> int:
+    kb = _open(args)
+    try:
+        change = kb.remove(args.ids)
+    finally:
+        kb.close()
+    for entry in change.removed:
+        print(f"removed {entry.id}  {_short(entry.question, 60)}")
+    return 0

@@ -1,0 +1,237 @@
+"""The fast path: answers that need no model, decided before the LLM is asked.
+
+Rules first (a handoff request, an order number, smalltalk: no embedding at
+all), then one embedding of the message, shared by the knowledge-base search
+and the answer cache. The knowledge base, the cache and the embedder are not
+thread-safe and block, so they all live on one worker thread of their own: the
+event loop never waits on a matrix product, and no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, TypeVar
+
+from kefu.cache.answers import AnswerCache, CachedAnswer, Lookup
+from kefu.errors import Unavailable
+from kefu.fastpath.hours import ServiceHours, handoff_reply
+from kefu.fastpath.orders import OrderBackend, order_reply
+from kefu.fastpath.router import RouterConfig, Routing, route
+from kefu.fastpath.smalltalk import smalltalk_reply
+from kefu.knowledge.base import Hit, KbChange, KnowledgeBase
+from kefu.knowledge.embedder import Embedder, Vectors
+from kefu.knowledge.text import language, normalize
+from kefu.settings import Settings
+
+log = logging.getLogger("kefu.fastpath")
+
+T = TypeVar("T")
+Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
+EMBEDDING_MEMORY = 4096  # messages whose vectors are kept: repeats skip the model
+# Passages below this fused score are noise in the LLM's context, not help.
+PASSAGE_FLOOR = 0.3
+ORDERS_DOWN = (
+    "I can't look orders up right now. Please try again in a few minutes, "
+    "or ask for a human agent.",
+    "暂时无法查询订单，请稍后再试，或回复“转人工”联系人工客服。",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    kind: Literal["kb", "cache"]
+    id: str
+    question: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to answer with: ``reply`` is set when the fast path answers by itself."""
+
+    routing: Routing
+    lang: str
+    tier: Tier = "llm"
+    reply: str | None = None
+    source: Source | None = None
+    passages: tuple[Hit, ...] = ()
+    vector: Vectors | None = None  # the message's embedding, to cache the LLM's answer
+    cache_lookup: Lookup | None = None
+
+
+class FastPath:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder_factory: Callable[[], Embedder],
+        orders: OrderBackend,
+    ) -> None:
+        self.settings = settings
+        self.orders = orders
+        self.hours = ServiceHours.parse(settings.service_hours)
+        self.router = RouterConfig(
+            faq_threshold=settings.faq_threshold,
+            faq_margin=settings.faq_margin,
+            order_pattern=settings.order_pattern,
+        )
+        self._embedder_factory = embedder_factory
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
+        self._vectors: OrderedDict[str, Vectors] = OrderedDict()
+        self.embedder: Embedder | None = None
+        self.kb: KnowledgeBase | None = None
+        self.cache: AnswerCache | None = None
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run knowledge-base or cache work on the fast path's own thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn)
+
+    async def open(self) -> None:
+        await self.run(self._open)
+
+    def _open(self) -> None:
+        data_dir = self.settings.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.embedder = self._embedder_factory()
+        self.kb = KnowledgeBase.open(data_dir / "knowledge.db", self.embedder)
+        if len(self.kb) == 0 and self.settings.demo_kb:
+            change = self.kb.load_demo()
+            log.info("knowledge base was empty: loaded the demo (%d entries)", len(change.added))
+        self.cache = AnswerCache(
+            data_dir / "cache.db",
+            threshold=self.settings.cache_threshold,
+            ttl=self.settings.cache_ttl,
+        )
+        log.info("fast path ready: %d knowledge-base entries", len(self.kb))
+
+    async def close(self) -> None:
+        def close() -> None:
+            for part in (self.kb, self.cache):
+                if part is not None:
+                    part.close()
+
+        await self.run(close)
+        self._worker.shutdown(wait=True)
+        await self.orders.close()
+
+    def scope(self, tenant: str) -> str:
+        """Cached answers are kept apart per persona and tenant."""
+        return AnswerCache.scope(self.settings.persona, tenant)
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    async def plan(self, message: str, *, scope: str, failures: int, first_turn: bool) -> Plan:
+        lang = language(message)
+        routing = route(message, (), failures=failures, config=self.router)
+        if routing.intent in ("handoff", "order_status", "smalltalk"):
+            return await self._answer_by_rule(routing, lang)
+        return await self.run(lambda: self._search(message, scope, lang, first_turn))
+
+    async def _answer_by_rule(self, routing: Routing, lang: str) -> Plan:
+        if routing.intent == "handoff":
+            reply = handoff_reply(self.hours, datetime.now(UTC), lang, routing.reason)
+            return Plan(routing, lang, "handoff", reply)
+        if routing.intent == "order_status":
+            if routing.order_id is None:
+                return Plan(routing, lang, "tool", order_reply(None, None, lang))
+            try:
+                order = await self.orders.lookup(routing.order_id)
+            except Unavailable as exc:
+                log.warning("order lookup failed: %s", exc.message)
+                return Plan(routing, lang, "tool", ORDERS_DOWN[lang == "zh"])
+            return Plan(routing, lang, "tool", order_reply(order, routing.order_id, lang))
+        kind = routing.candidates[0].detail or "greeting"
+        return Plan(routing, lang, "smalltalk", smalltalk_reply(kind, lang))
+
+    def _search(self, message: str, scope: str, lang: str, first_turn: bool) -> Plan:
+        assert self.kb is not None
+        assert self.cache is not None
+        vector = self._embed(message)
+        hits = self.kb.search(message, query_vector=vector, k=max(self.settings.kb_passages, 3))
+        routing = route(message, hits, failures=0, config=self.router)
+        if routing.intent == "faq" and routing.faq is not None:
+            entry = routing.faq.entry
+            source = Source("kb", entry.id, entry.question)
+            return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
+        lookup = None
+        if self.settings.answer_cache:
+            lookup = self.cache.lookup(scope, message, vector)
+            if lookup.answer is not None:
+                source = Source("cache", lookup.answer.id, lookup.answer.question)
+                return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
+        passages = tuple(
+            hit for hit in hits[: self.settings.kb_passages] if hit.score >= PASSAGE_FLOOR
+        )
+        return Plan(routing, lang, passages=passages, vector=vector, cache_lookup=lookup)
+
+    def _embed(self, message: str) -> Vectors:
+        assert self.embedder is not None
+        key = normalize(message)
+        vector = self._vectors.get(key)
+        if vector is None:
+            vector = self.embedder.embed_queries([message])[0]
+            self._vectors[key] = vector
+            if len(self._vectors) > EMBEDDING_MEMORY:
+                self._vectors.popitem(last=False)
+        else:
+            self._vectors.move_to_end(key)
+        return vector
+
+    async def remember(
+        self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]
+    ) -> CachedAnswer | None:
+        """Cache an LLM answer; the caller has checked it depends on no earlier turn."""
+        cache = self.cache
+        if cache is None or not self.settings.answer_cache:
+            return None
+        return await self.run(lambda: cache.put(scope, message, reply, vector, sources=sources))
+
+    # -- keeping the cache true to the knowledge base ----------------------------------------
+
+    async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> KbChange:
+        """Apply a knowledge-base change and evict the cached answers it affects."""
+
+        def apply() -> KbChange:
+            assert self.kb is not None
+            result = change(self.kb)
+            self._invalidate(result)
+            return result
+
+        return await self.run(apply)
+
+    def _invalidate(self, change: KbChange) -> int:
+        if not change or self.cache is None or self.embedder is None:
+            return 0
+        touched = change.touched
+        near = self.embedder.embed_queries([entry.question for entry in touched])
+        evicted = self.cache.invalidate(
+            source_ids={entry.id for entry in touched},
+            near=near,
+            within=max(self.settings.cache_threshold, 0.1),
+        )
+        if evicted:
+            log.info("knowledge base changed: evicted %d cached answers", evicted)
+        return evicted
+
+    async def read_kb(self, read: Callable[[KnowledgeBase], T]) -> T:
+        def run() -> T:
+            assert self.kb is not None
+            return read(self.kb)
+
+        return await self.run(run)
+
+    async def refresh(self) -> None:
+        """Pick up changes the ``kefu kb`` / ``kefu cache`` commands made to the files."""
+
+        def refresh() -> None:
+            assert self.kb is not None
+            assert self.cache is not None
+            self._invalidate(self.kb.refresh())
+            self.cache.refresh()
+
+        await self.run(refresh)

@@ -1,0 +1,270 @@
+"""Every tier of /chat in process: the demo KB, the answer cache, tools, handoff, smalltalk.
+
+The engine is the FakeEngine (it echoes the message), so an ``llm`` answer is recognisable;
+the embedder is the real multilingual-e5-small and the KB the real demo, copied per test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from kefu.engine.fake import FakeEngine
+from kefu.service.runtime import Runtime
+from tests.conftest import ClientFactory
+from tests.http.helpers import assert_envelope, make_app, parse_sse, serve
+
+
+def demo(lang: str) -> list[dict[str, str]]:
+    text = resources.files("kefu.knowledge").joinpath(f"demo/shop_{lang}.csv").read_text("utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+@pytest.fixture
+def fast(client_factory: ClientFactory) -> Iterator[TestClient]:
+    with client_factory(fast_path=True) as client:
+        yield client
+
+
+def chat(client: TestClient, message: str, **fields: Any) -> dict[str, Any]:
+    """POST /chat; the events by name (the last of each) plus their order under "_order"."""
+    response = client.post("/chat", json={"message": message, **fields})
+    assert response.status_code == 200, response.text
+    events = parse_sse(response.text)
+    result: dict[str, Any] = {e.event or "message": e.json() for e in events}
+    result["_order"] = [e.event for e in events]
+    result["_text"] = "".join(e.json()["text"] for e in events if e.event == "token")
+    return result
+
+
+def settle(client: TestClient, session_id: str) -> None:
+    """The turn is stored after the reply; GET waits for that write."""
+    assert client.get(f"/sessions/{session_id}").status_code == 200
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_demo_question_is_answered_from_the_kb(fast: TestClient, lang: str) -> None:
+    entry = demo(lang)[3]
+    result = chat(fast, entry["question"])
+    done = result["done"]
+    assert result["_order"] == ["meta", "token", "done"]
+    assert done["tier"] == "faq"
+    assert done["reply"] == entry["answer"] == result["_text"]
+    assert done["source"]["kind"] == "kb"
+    assert done["source"]["question"] == entry["question"]
+    assert done["route"]["intent"] == "faq"
+    assert done["timings"]["ttft_ms"] > 0
+    assert done["usage"]["completion_tokens"] == 0  # no model was asked
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"), [("hi", "en"), ("thank you!", "en"), ("你好", "zh"), ("谢谢", "zh")]
+)
+def test_smalltalk(fast: TestClient, message: str, kind: str) -> None:
+    done = chat(fast, message)["done"]
+    assert done["tier"] == "smalltalk"
+    assert done["route"]["intent"] == "smalltalk"
+    assert done["reply"]
+    assert done["reply"] != message
+
+
+def test_order_status_known_and_unknown(fast: TestClient) -> None:
+    known = chat(fast, "where is my order LH-100001?")["done"]
+    assert known["tier"] == "tool"
+    assert known["route"]["intent"] == "order_status"
+    assert "LH-100001" in known["reply"]
+    unknown = chat(fast, "订单 LH-999999 到哪了")["done"]
+    assert unknown["tier"] == "tool"
+    assert "LH-999999" in unknown["reply"]
+    assert unknown["reply"] != known["reply"]
+
+
+def test_a_general_question_goes_to_the_llm_then_the_cache(fast: TestClient) -> None:
+    question = "Do you sell replacement glass for storm lanterns?"
+    first = chat(fast, question)["done"]
+    assert first["tier"] == "llm"
+    assert first["route"]["intent"] == "general"
+    settle(fast, first["session_id"])
+    again = chat(fast, question)["done"]  # a new session: nothing depends on earlier turns
+    assert again["tier"] == "cache"
+    assert again["reply"] == first["reply"]
+    assert again["source"]["kind"] == "cache"
+    assert again["source"]["question"] == question
+
+
+def test_the_entity_guard_keeps_a_near_miss_off_the_cache(fast: TestClient) -> None:
+    first = chat(fast, "Do you have a pickup point in Singapore?")["done"]
+    assert first["tier"] == "llm"
+    settle(fast, first["session_id"])
+    near_miss = chat(fast, "Do you have a pickup point in Malaysia?")["done"]
+    assert near_miss["tier"] == "llm"
+    assert "Malaysia" in near_miss["reply"]  # the FakeEngine echoes the new question
+
+
+def test_answers_after_the_first_turn_or_with_an_order_id_are_not_cached(
+    fast: TestClient,
+) -> None:
+    opening = chat(fast, "Do you sell scented candles in glass jars?")["done"]
+    settle(fast, opening["session_id"])
+    follow_up = "And do you sell matching candle lids?"
+    second = chat(fast, follow_up, session_id=opening["session_id"])["done"]
+    assert second["tier"] == "llm"
+    settle(fast, opening["session_id"])
+    assert chat(fast, follow_up)["done"]["tier"] == "llm"  # it depended on the first turn
+
+
+def test_a_kb_change_evicts_the_cached_answers_it_affects(fast: TestClient) -> None:
+    question = "Do you offer engraving on wooden chopping boards?"
+    first = chat(fast, question)["done"]
+    settle(fast, first["session_id"])
+    assert chat(fast, question)["done"]["tier"] == "cache"
+    answer = "Yes: engraving costs SGD 12 and adds 2 business days."
+    created = fast.post("/kb/entries", json={"question": question, "answer": answer})
+    assert created.status_code == 201, created.text
+    after = chat(fast, question)["done"]
+    assert after["tier"] == "faq"
+    assert after["reply"] == answer
+    # Removing the entry must not bring the stale LLM answer back.
+    assert fast.delete(f"/kb/entries/{created.json()['id']}").status_code == 204
+    assert chat(fast, question)["done"]["tier"] == "llm"
+
+
+def test_asking_for_a_human_hands_off_and_an_agent_replies(fast: TestClient) -> None:
+    result = chat(fast, "I want to talk to a real person")
+    assert result["_order"] == ["meta", "token", "handoff", "done"]
+    session_id = result["done"]["session_id"]
+    assert result["done"]["tier"] == "handoff"
+    assert result["handoff"]["session_id"] == session_id
+    assert result["handoff"]["events"] == f"/sessions/{session_id}/events"
+    settle(fast, session_id)
+
+    waiting = fast.get("/agent/sessions").json()["sessions"]
+    assert [w["session_id"] for w in waiting] == [session_id]
+    assert waiting[0]["last_message"] == "I want to talk to a real person"
+
+    # While an agent owns it, the bot only acknowledges.
+    held = chat(fast, "hello? anyone there?", session_id=session_id)["done"]
+    assert held["tier"] == "handoff"
+
+    reply = fast.post(
+        f"/agent/sessions/{session_id}/reply", json={"message": "Hi, I'm Mei.", "agent": "mei"}
+    )
+    assert reply.status_code == 201, reply.text
+    messages = fast.get(f"/sessions/{session_id}").json()["messages"]
+    assert messages[-1]["content"] == "Hi, I'm Mei."
+    assert messages[-1]["meta"] == {"tier": "agent", "agent": "mei"}
+
+    assert fast.post(f"/agent/sessions/{session_id}/release").status_code == 204
+    assert fast.get("/agent/sessions").json()["sessions"] == []
+    assert fast.get(f"/sessions/{session_id}").json()["state"] == "bot"
+    back = chat(fast, "hi", session_id=session_id)["done"]
+    assert back["tier"] == "smalltalk"
+
+
+def test_the_bot_failing_twice_hands_off(fast: TestClient) -> None:
+    first = chat(fast, "Is the oak dining table available in walnut?")["done"]
+    session_id = first["session_id"]
+    settle(fast, session_id)
+    second = chat(fast, "that didn't help", session_id=session_id)["done"]
+    assert second["tier"] != "handoff"
+    settle(fast, session_id)
+    third = chat(fast, "that's not what I asked", session_id=session_id)["done"]
+    assert third["tier"] == "handoff"
+
+
+def test_agent_api_errors(fast: TestClient) -> None:
+    assert_envelope(fast.post("/agent/sessions/nope/reply", json={"message": "x"}), 404)
+    bot = chat(fast, "hi")["done"]
+    settle(fast, bot["session_id"])
+    not_waiting = fast.post(f"/agent/sessions/{bot['session_id']}/reply", json={"message": "x"})
+    assert_envelope(not_waiting, 409, code="session_conflict")
+    assert_envelope(fast.post(f"/agent/sessions/{bot['session_id']}/reply", json={}), 400)
+
+
+def test_kb_admin_endpoints(fast: TestClient) -> None:
+    listed = fast.get("/kb").json()
+    assert listed["count"] == len(demo("en")) + len(demo("zh"))
+    hits = fast.get("/kb/search", params={"q": "怎么退货", "k": 3}).json()["hits"]
+    assert len(hits) == 3
+    assert hits[0]["lang"] == "zh"
+    assert hits[0]["score"] >= hits[1]["score"]
+
+    body = b"question,answer\nDo you have a showroom?,Yes: 12 Lumen Lane.\n"
+    imported = fast.post("/kb/import", params={"filename": "more.csv"}, content=body)
+    assert imported.status_code == 200, imported.text
+    assert imported.json()["added"] == 1
+    assert chat(fast, "Do you have a showroom?")["done"]["tier"] == "faq"
+
+
+@pytest.mark.parametrize(
+    ("body", "filename", "words"),
+    [
+        (b"q,a\nx,y\n", "bad.csv", ["question", "answer"]),
+        (b"", "empty.csv", ["empty"]),
+        (b"question,answer\nA?,one\na?,two\n", "dup.csv", ["line 2", "line 3"]),
+        (b"question,answer\nok,\xff\xfe\n", "enc.csv", ["line 2"]),
+    ],
+)
+def test_kb_import_errors_name_the_line_and_import_nothing(
+    fast: TestClient, body: bytes, filename: str, words: list[str]
+) -> None:
+    before = fast.get("/kb").json()["count"]
+    error = assert_envelope(
+        fast.post("/kb/import", params={"filename": filename}, content=body), 400
+    )
+    for word in words:
+        assert word in error["message"], error["message"]
+    assert fast.get("/kb").json()["count"] == before
+
+
+def test_kb_api_errors(fast: TestClient) -> None:
+    assert_envelope(fast.get("/kb/search"), 400)
+    assert_envelope(fast.get("/kb/search", params={"q": "x", "k": "0"}), 400)
+    assert_envelope(fast.post("/kb/import", content=b"question,answer\n"), 400)
+    assert_envelope(fast.delete("/kb/entries/0123456789ab"), 404)
+    assert_envelope(fast.get("/kb/entries/0123456789ab"), 404)
+    assert_envelope(fast.post("/kb/entries", json={"question": "x"}), 400)
+
+
+def test_every_tier_is_counted_in_the_metrics(fast: TestClient) -> None:
+    chat(fast, demo("en")[0]["question"])
+    chat(fast, "hello")
+    chat(fast, "where is LH-100002?")
+    chat(fast, "Do you sell picnic blankets with a waterproof back?")
+    metrics = fast.get("/metrics").text
+    for tier in ("faq", "smalltalk", "tool", "llm"):
+        assert f'kefu_answers_total{{tier="{tier}"}} 1.0' in metrics, tier
+
+
+def test_with_the_fast_path_off_everything_goes_to_the_llm(
+    client_factory: ClientFactory,
+) -> None:
+    with client_factory(fast_path=False) as client:
+        done = chat(client, demo("en")[0]["question"])["done"]
+        assert done["tier"] == "llm"
+        assert_envelope(client.get("/kb"), 404)
+
+
+@pytest.mark.anyio
+async def test_an_agent_reply_reaches_the_customers_open_stream(settings_factory: Any) -> None:
+    app = make_app(settings_factory(fast_path=True), FakeEngine())
+    async with serve(app) as client:
+        response = await client.post("/chat", json={"message": "转人工"})
+        done = parse_sse(response.text)[-1].json()
+        assert done["tier"] == "handoff"
+        session_id = done["session_id"]
+        runtime: Runtime = app.state.runtime
+        async with runtime.events.subscribe(session_id) as queue:
+            sent = await client.post(
+                f"/agent/sessions/{session_id}/reply", json={"message": "您好，我是小王"}
+            )
+            assert sent.json()["delivered"] == 1
+            event = await asyncio.wait_for(queue.get(), 5)
+        assert event.name == "agent"
+        assert event.data["text"] == "您好，我是小王"

@@ -1,0 +1,225 @@
+"""The rule detectors: order numbers, order questions, handoff, failure signals (EN + ZH)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kefu.fastpath.rules import (
+    ANGRY,
+    ASKED_FOR_HUMAN,
+    DEFAULT_ORDER_PATTERN,
+    asks_about_order,
+    find_order_id,
+    handoff_score,
+    is_failure_signal,
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("where is LH-100234?", "LH-100234"),
+        ("my order lh100234 has not arrived", "LH-100234"),
+        ("Order #LH-100234, please", "LH-100234"),
+        ("订单LH-100187到哪了", "LH-100187"),
+        ("LH100599发货了吗", "LH-100599"),
+        # full-width, as Chinese keyboards type it
+        ("订单号：\uff2c\uff28\uff0d\uff11\uff10\uff10\uff12\uff13\uff14", "LH-100234"),
+        ("first LH-100001 then LH-100002", "LH-100001"),
+        ("LH-1002345 has seven digits", None),
+        ("LH-10023 has five", None),
+        ("XLH-100234 is not ours", None),
+        ("call me on 100234", None),
+        ("", None),
+    ],
+)
+def test_find_order_id_default_pattern(message: str, expected: str | None) -> None:
+    assert find_order_id(message, DEFAULT_ORDER_PATTERN) == expected
+
+
+def test_find_order_id_custom_patterns() -> None:
+    assert find_order_id("order ab12345 please", r"\bAB\d{5}\b") == "AB12345"
+    assert find_order_id("order ab12345 please", r"\bAB-?\d{5}\b") == "AB-12345"
+    assert find_order_id("#98765432 where", r"\b\d{8}\b") == "98765432"
+    assert find_order_id("订单98765432到了吗", r"\b\d{8}\b") == "98765432"
+    assert find_order_id("LH-100234", r"\bAB\d{5}\b") is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Where is my order?",
+        "where's my parcel",
+        "Has my package shipped yet?",
+        "When will my order arrive?",
+        "My order still hasn't arrived",
+        "I haven't received my package",
+        "what's the status of my order",
+        "my delivery is late",
+        "我的物流到哪了",
+        "包裹到哪里了",
+        "我的快递怎么还没到",
+        "订单发货了吗",
+        "帮我查一下订单",
+        "订单什么时候能到",
+        "东西还没收到",
+    ],
+)
+def test_asks_about_order(message: str) -> None:
+    assert asks_about_order(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "How long does delivery take?",
+        "How can I track my order?",  # how tracking works: the FAQ's question
+        "在哪里看物流信息",
+        "Do you offer express delivery?",
+        "有加急快递吗？",
+        "快递来的时候我不在家怎么办？",
+        "Where is my refund?",
+        "退款还没到账",
+        "退货进度怎么查",
+        "收到的不是我买的东西",
+        "How do I track a FedEx package someone else sent me?",
+        "哪家物流公司送货？",
+    ],
+)
+def test_not_an_order_question(message: str) -> None:
+    assert not asks_about_order(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "let me talk to a real person",
+        "Can I speak to a human agent?",
+        "agent please",
+        "Human!",
+        "connect me to your staff",
+        "I want to speak to the manager",
+        "get me a human",
+        "I need a representative",
+        "转人工",
+        "人工客服",
+        "我要人工服务",
+        "换个真人来",
+        "给我转接客服人员",
+        "我要和你们主管谈",
+        "找个活人来",
+    ],
+)
+def test_handoff_asked_for_a_human(message: str) -> None:
+    assert handoff_score(message) == (1.0, ASKED_FOR_HUMAN)
+
+
+@pytest.mark.parametrize("message", ["I want to make a complaint", "我要投诉", "我要投诉你们"])
+def test_a_complaint_is_a_request_for_a_person_below_explicit(message: str) -> None:
+    confidence, reason = handoff_score(message)
+    assert 0.7 <= confidence < 1.0
+    assert reason == ASKED_FOR_HUMAN
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "this is a scam",
+        "what a load of bullshit",
+        "I'm furious",
+        "you are useless and this is ridiculous",
+        "why is this so terrible!!!",
+        "WHY HAS NOBODY ANSWERED MY EMAIL?!",  # shouting and ?!
+        "垃圾客服",
+        "气死我了",
+        "什么破网站",
+        "太差了！！",
+        "我很生气",
+    ],
+)
+def test_handoff_angry(message: str) -> None:
+    confidence, reason = handoff_score(message)
+    assert confidence >= 0.8
+    assert reason == ANGRY
+
+
+def test_anger_with_a_request_is_a_request_that_apologises() -> None:
+    assert handoff_score("this is useless, get me a human!!!") == (1.0, ANGRY)
+    assert handoff_score("垃圾机器人，转人工") == (1.0, ANGRY)
+    # Mild anger alongside a request: the request is the reason.
+    assert handoff_score("terrible. a human please") == (1.0, ASKED_FOR_HUMAN)
+
+
+def test_one_mild_sign_is_weak() -> None:
+    # One "terrible" or "!!" alone is not enough to leave the answer path (router: 0.7).
+    for message in ("the colour is terrible", "Hello!!", "THIS IS NOT OK AT ALL", "很失望"):
+        confidence, reason = handoff_score(message)
+        assert confidence == pytest.approx(0.6), message
+        assert reason == ANGRY
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "What is your human resources policy?",  # decided: the HR department, not a person
+        "are you a real person?",  # who-are-you smalltalk
+        "Is this a bot?",
+        "你是真人吗",
+        "你是人工智能吗",
+        "安装要人工费吗",
+        "人工客服几点上班？",  # asks the hours, the FAQ answers
+        "How can I contact customer service?",
+        "怎么联系客服？",
+        "I'd like someone to help me choose a sofa",
+        "Do you sell 滚筒 laundry baskets?",
+        "垃圾桶有货吗",  # a bin, not an insult
+        "安装需要人来上门吗",
+        "Where is my order LH-100234?",
+        "I LOVE IT",  # two capitalised words are not shouting
+        "",
+    ],
+)
+def test_not_handoff(message: str) -> None:
+    assert handoff_score(message) == (0.0, None)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "that didn't help",
+        "That doesn't answer my question",
+        "not what I asked",
+        "you didn't answer my question",
+        "that's wrong",
+        "this makes no sense",
+        "useless",
+        "I already asked that",
+        "this is the third time I'm asking",
+        "没用",
+        "答非所问",
+        "这不是我要问的",
+        "你根本没回答我的问题",
+        "你听不懂吗",
+        "说了等于没说",
+        "我都问了三遍了",
+    ],
+)
+def test_failure_signal(message: str) -> None:
+    assert is_failure_signal(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "thanks, that helped",
+        "How do I return an item?",
+        "I didn't receive my refund",
+        "不锈钢锅可以用洗碗机洗吗",
+        "尺寸不对可以换吗",
+        "没看懂安装说明书",
+        "我说了地址是错的，能改吗",
+        "where is my order?",
+    ],
+)
+def test_not_a_failure_signal(message: str) -> None:
+    assert not is_failure_signal(message)

@@ -1,0 +1,98 @@
+"""Smalltalk: only a message that is nothing else; templated EN/ZH replies."""
+
+from __future__ import annotations
+
+import pytest
+
+from kefu.fastpath.smalltalk import KINDS, SMALLTALK_CONFIDENCE, smalltalk_kind, smalltalk_reply
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("hi", "greeting"),
+        ("Hello!", "greeting"),
+        ("hey there 😊", "greeting"),
+        ("Good morning", "greeting"),
+        ("is anyone there?", "greeting"),
+        ("你好", "greeting"),
+        ("您好啊", "greeting"),
+        ("在吗？", "greeting"),
+        ("亲，在吗", "greeting"),
+        ("哈喽", "greeting"),
+        ("how are you?", "how_are_you"),
+        ("hi, how are you doing today?", "how_are_you"),
+        ("你好吗", "how_are_you"),
+        ("who are you?", "who_are_you"),
+        ("are you a bot?", "who_are_you"),
+        ("Are you a real person?", "who_are_you"),
+        ("what can you do", "who_are_you"),
+        ("你是谁", "who_are_you"),
+        ("你是机器人吗", "who_are_you"),
+        ("你能做什么？", "who_are_you"),
+        ("thanks", "thanks"),
+        ("Thank you so much!", "thanks"),
+        ("ok thanks", "thanks"),
+        ("谢谢你", "thanks"),
+        ("好的，谢谢", "thanks"),
+        ("辛苦了", "thanks"),
+        ("bye", "goodbye"),
+        ("thanks, bye!", "goodbye"),
+        ("see you later", "goodbye"),
+        ("have a nice day", "goodbye"),
+        ("that's all, thank you", "goodbye"),
+        ("再见", "goodbye"),
+        ("拜拜", "goodbye"),
+        ("没事了，谢谢", "goodbye"),
+        ("ok", "ack"),
+        ("got it", "ack"),
+        ("好的", "ack"),
+        ("嗯嗯", "ack"),
+    ],
+)
+def test_smalltalk(message: str, kind: str) -> None:
+    assert smalltalk_kind(message) == (SMALLTALK_CONFIDENCE, kind)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "hi, where is my refund?",
+        "thanks, but where is my order?",
+        "hello I need help with a return",
+        "你好，我的订单到哪了",
+        "谢谢，退款什么时候到",
+        "what can you do about my damaged sofa?",
+        "ok so how do I cancel",
+        "hiking chairs?",  # "hi" is not a greeting inside a word
+        "so",  # only filler
+        "good",
+        "",
+        "   ",
+        "收到货了",
+        "早点发货可以吗",
+    ],
+)
+def test_not_smalltalk(message: str) -> None:
+    assert smalltalk_kind(message) == (0.0, None)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_has_both_languages(kind: str) -> None:
+    en, zh = smalltalk_reply(kind, "en"), smalltalk_reply(kind, "zh")
+    assert en != zh
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in zh)
+    assert not any("\u4e00" <= ch <= "\u9fff" for ch in en)
+
+
+def test_greeting_reply_introduces_the_shop() -> None:
+    assert smalltalk_reply("greeting", "en") == (
+        "Hello! I'm the Lumen Home assistant — ask me about orders, delivery, returns or invoices."
+    )
+    assert "流明家居" in smalltalk_reply("greeting", "zh")
+    assert "human" in smalltalk_reply("who_are_you", "en")
+
+
+def test_unknown_kind() -> None:
+    with pytest.raises(ValueError, match="unknown smalltalk kind 'weather'"):
+        smalltalk_reply("weather", "en")
