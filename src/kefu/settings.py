@@ -132,14 +132,14 @@ class Settings(BaseModel):
         "Chinese) when the knowledge base is empty.",
     )
     faq_threshold: float = Field(
-        0.6,
+        0.65,
         ge=0,
         le=1,
         description="Fused retrieval score a knowledge-base answer needs to be served verbatim; "
         "below it the message goes to the LLM with the best passages.",
     )
     faq_margin: float = Field(
-        0.05,
+        0.02,
         ge=0,
         le=1,
         description="Lead the best knowledge-base answer needs over the runner-up; closer "

@@ -117,6 +117,10 @@ class KnowledgeBase:
     def __len__(self) -> int:
         return len(self._index)
 
+    def knows(self, term: str) -> bool:
+        """The knowledge base uses this lexical term (``text.tokens``) somewhere."""
+        return self._index.knows(term)
+
     def get(self, entry_id: str) -> KbEntry | None:
         return self._index.get(entry_id)
 

@@ -14,12 +14,13 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer, Lookup
 from kefu.errors import Unavailable
+from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
 from kefu.fastpath.orders import OrderBackend, order_reply
 from kefu.fastpath.router import RouterConfig, Routing, route
@@ -156,8 +157,12 @@ class FastPath:
         routing = route(message, hits, failures=0, config=self.router)
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
-            source = Source("kb", entry.id, entry.question)
-            return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
+            phrasings = [h.entry.question for h in hits if h.entry.answer == entry.answer]
+            objection = faq_objection(message, entry, self.kb.knows, phrasings=phrasings)
+            if objection is None:
+                source = Source("kb", entry.id, entry.question)
+                return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
+            routing = replace(routing, intent="general", faq=None, reason=objection)
         lookup = None
         if self.settings.answer_cache:
             lookup = self.cache.lookup(scope, message, vector)
