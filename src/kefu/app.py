@@ -59,6 +59,7 @@ def build_engine(settings: Settings) -> Engine:
         cache_entries=settings.prefix_cache,
         shared_prefix=[ChatMessage("system", settings.persona)],
         warmup=settings.warmup,
+        nice=settings.engine_nice,
     )
 
 

@@ -63,6 +63,8 @@ def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base = tmp_path_factory.mktemp("bench-server")
     flags = ["--engine", "fake", "--parallel", str(PARALLEL), "--log-level", "warning"]
     flags += ["--fake-token-delay", str(TOKEN_DELAY), "--fake-reply-words", str(REPLY_WORDS)]
+    # Every message to the engine: the capacity under test is the slots', not the fast path's.
+    flags += ["--no-fast-path"]
     server = KefuServer(base / "data", base / "kefu.log", flags)
     server.start()
     try:

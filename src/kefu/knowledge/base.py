@@ -11,7 +11,7 @@ report it with their own change, so no change goes unreported.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from kefu.errors import NotFound
+from kefu.knowledge import demo_vectors
+from kefu.knowledge.demo_vectors import digest
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_bytes
@@ -145,8 +147,17 @@ class KnowledgeBase:
             query_vector = self._embedder.embed_queries([query])[0]
         return self._index.search(tokens(query), query_vector, k=k, kind=kind)
 
-    def add(self, entries: Sequence[KbEntry], *, progress: Progress | None = None) -> KbChange:
-        """Upsert by id in one transaction; the same entry again changes nothing."""
+    def add(
+        self,
+        entries: Sequence[KbEntry],
+        *,
+        progress: Progress | None = None,
+        known: Mapping[str, Vectors] | None = None,
+    ) -> KbChange:
+        """Upsert by id in one transaction; the same entry again changes nothing.
+
+        ``known`` maps ``demo_vectors.digest(embed_texts(entry))`` to a vector already
+        computed for exactly those texts (the bundled demo's)."""
         pending = self.refresh()
         latest = {entry.id: entry for entry in entries}  # the last of repeated ids wins
         added: list[KbEntry] = []
@@ -160,20 +171,25 @@ class KnowledgeBase:
         writes = added + updated
         if not writes:
             return pending
-        vectors = self._vectors_for(writes, progress)
+        vectors = self._vectors_for(writes, progress, known or {})
         rev = self._store.write(writes, vectors, meta={"vectors": self.vector_key})
         self._index.upsert(writes, vectors)
         self._revs.update((entry.id, rev) for entry in writes)
         return pending + KbChange(added, updated)
 
-    def _vectors_for(self, entries: list[KbEntry], progress: Progress | None) -> Vectors:
+    def _vectors_for(
+        self, entries: list[KbEntry], progress: Progress | None, known: Mapping[str, Vectors]
+    ) -> Vectors:
         """Embed what is new; an update of the category or source only keeps its vector."""
         vectors = np.zeros((len(entries), self._embedder.dim), dtype=np.float32)
         todo: list[int] = []
         for i, entry in enumerate(entries):
             old = self._index.get(entry.id)
+            ready = known.get(digest(embed_texts(entry)))
             if old is not None and embed_texts(old) == embed_texts(entry):
                 vectors[i] = self._index.vector(entry.id)
+            elif ready is not None and ready.shape == (self._embedder.dim,):
+                vectors[i] = ready
             else:
                 todo.append(i)
         if todo:
@@ -246,7 +262,15 @@ class KnowledgeBase:
             if item.name.endswith(".csv"):
                 parsed = parse_bytes(item.read_bytes(), item.name)
                 entries.extend(dataclasses.replace(entry, source="demo") for entry in parsed)
-        return self.add(entries)
+        return self.add(entries, known=demo_vectors.load(self.vector_key))
+
+    def demo_vectors(self) -> dict[str, Vectors]:
+        """Digest -> vector of every demo entry, for ``scripts/embed-demo`` to ship."""
+        return {
+            digest(embed_texts(entry)): self._index.vector(entry.id)
+            for entry in self._index
+            if entry.source == "demo"
+        }
 
     def close(self) -> None:
         self._store.close()

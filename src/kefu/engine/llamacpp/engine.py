@@ -40,7 +40,9 @@ class LlamaCppEngine:
         cache_entries: int = 32,
         shared_prefix: Sequence[ChatMessage] = (),
         warmup: bool = True,
+        nice: int = 0,
     ) -> None:
+        self._nice = nice
         self.model_path = model_path or bundled_model_path()
         self.model_id = self.model_path.name.removesuffix(".gguf")
         self.context_window = context_size
@@ -64,6 +66,7 @@ class LlamaCppEngine:
             step_tokens=self._step_tokens,
             threads=self._threads,
             cache_entries=self._cache_entries,
+            nice=self._nice,
         )
         self._scheduler.start(asyncio.get_running_loop())
         if self._warmup:

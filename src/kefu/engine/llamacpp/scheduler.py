@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -41,8 +42,10 @@ class Scheduler:
         step_tokens: int,
         threads: int,
         cache_entries: int,
+        nice: int = 0,
     ) -> None:
         self.model = model
+        self.nice = nice
         self.slots = slots
         self.context_size = context_size
         n_seq_ids = slots + cache_entries
@@ -128,8 +131,22 @@ class Scheduler:
 
     # --- the engine thread ----------------------------------------------------------
 
+    def _lower_priority(self) -> None:
+        """Decode yields the CPU to the event loop and the fast path: a knowledge-base
+        answer must not wait behind a decode step. Threads llama.cpp starts from this one
+        (its OpenMP team) inherit the niceness; raising it needs no privilege."""
+        if self.nice <= 0 or not hasattr(os, "setpriority"):
+            return
+        tid = threading.get_native_id()
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + self.nice)
+            log.debug("engine thread %d runs at nice %+d", tid, self.nice)
+        except OSError as exc:
+            log.warning("could not lower the decode threads' priority: %s", exc)
+
     def _run(self) -> None:
         error = EngineError("the engine stopped")
+        self._lower_priority()
         try:
             while True:
                 with self._cond:
