@@ -69,6 +69,17 @@ def message_pools() -> tuple[list[str], list[str]]:
     return fast, sorted(set(general))
 
 
+def popularity(n: int, zipf: float) -> list[float]:
+    """Cumulative weights: the k-th message of the pool asked 1/k**zipf as often as the
+    first (0 = uniform). Customer questions repeat; a few are most of the traffic."""
+    total = 0.0
+    cumulative = []
+    for rank in range(1, n + 1):
+        total += 1 / rank**zipf
+        cumulative.append(total)
+    return cumulative
+
+
 def sample_of(reply: Reply) -> Sample:
     end = reply.done or reply.end
     first = reply.first_token or end
@@ -87,11 +98,16 @@ async def customer(
     deadline: float,
     rng: random.Random,
     out: list[Sample],
+    zipf: float,
 ) -> None:
     fast, general = pools
+    weights = popularity(len(fast), zipf)
     await asyncio.sleep(rng.uniform(0, min(think, 2.0)))  # customers do not all arrive at once
     while time.monotonic() < deadline:
-        message = rng.choice(fast if rng.random() < fast_share else general)
+        if rng.random() < fast_share:
+            message = rng.choices(fast, cum_weights=weights)[0]
+        else:
+            message = rng.choice(general)
         out.append(sample_of(await post_chat(client, url, message)))
         pause = rng.expovariate(1 / think) if think > 0 else 0.0
         await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
@@ -120,6 +136,7 @@ async def load(
                     deadline,
                     random.Random(rng.getrandbits(64)),
                     samples,
+                    args.zipf,
                 )
                 for _ in range(args.clients)
             )
@@ -182,6 +199,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fast-share", type=float, default=0.6, help="share of fast-path messages")
     parser.add_argument("--timeout", type=float, default=120.0, help="per-request timeout (s)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--zipf",
+        type=float,
+        default=1.0,
+        help="popularity of fast-path messages: the k-th is asked 1/k**ZIPF as often as the "
+        "first (0 = every message equally often, so few repeat)",
+    )
     parser.add_argument("--no-baseline", action="store_true", help="skip the --no-fast-path phase")
     parser.add_argument(
         "--serve-flag",
@@ -191,9 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     pools = message_pools()
+    random.Random(args.seed).shuffle(pools[0])  # which messages are popular: any language, kind
     print(
         f"{args.clients} customers, {args.duration:g} s per phase, think {args.think:g} s, "
-        f"{args.fast_share:.0%} fast-path messages ({len(pools[0])} fast, {len(pools[1])} general)",
+        f"{args.fast_share:.0%} fast-path messages ({len(pools[0])} fast, "
+        f"{len(pools[1])} general), zipf {args.zipf:g}",
         file=sys.stderr,
     )
     with_fast = phase(args, pools)

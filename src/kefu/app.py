@@ -95,7 +95,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         if settings.fast_path:
             fast_path = FastPath(
                 settings,
-                embedder_factory=lambda: E5Embedder(settings.embed_threads),
+                embedder_factory=E5Embedder,
                 orders=await _open_orders(settings),
             )
             tasks.append(asyncio.create_task(_run_fast_path(runtime, fast_path)))

@@ -168,11 +168,12 @@ class Settings(BaseModel):
     cache_ttl: float = Field(
         86400.0, gt=0, description="Seconds a cached answer is served before it expires."
     )
-    embed_threads: int = Field(
-        1,
+    embed_workers: int = Field(
+        2,
         ge=1,
-        description="CPU threads of the embedding model (multilingual-e5-small); llama.cpp "
-        "already keeps the cores busy while it decodes.",
+        le=16,
+        description="Messages embedded at once (multilingual-e5-small, one CPU thread and one "
+        "model instance each), so a burst of new questions does not queue.",
     )
     order_backend: Literal["sqlite", "http"] = Field(
         "sqlite",

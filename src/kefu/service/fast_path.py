@@ -4,13 +4,15 @@ Rules first (a handoff request, an order number, smalltalk: no embedding at
 all), then one embedding of the message, shared by the knowledge-base search
 and the answer cache. The knowledge base, the cache and the embedder are not
 thread-safe and block, so they all live on one worker thread of their own: the
-event loop never waits on a matrix product, and no lock is needed.
+event loop never waits on a matrix product, and no lock is needed. Embedding a
+message, the costly part, runs on a small pool of its own beforehand.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +85,14 @@ class FastPath:
         )
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
+        # Embedding is most of a fast-path answer's CPU: several single-threaded model
+        # instances, one per worker, keep a burst of new messages from queueing behind
+        # each other (one instance is not thread-safe; an OpenMP team of two spins and
+        # starves the decode threads).
+        self._local = threading.local()
+        self._embedders = ThreadPoolExecutor(
+            max_workers=settings.embed_workers, thread_name_prefix="kefu-embed"
+        )
         self._vectors: OrderedDict[str, Vectors] = OrderedDict()
         self.embedder: Embedder | None = None
         self.kb: KnowledgeBase | None = None
@@ -118,6 +128,7 @@ class FastPath:
 
         await self.run(close)
         self._worker.shutdown(wait=True)
+        self._embedders.shutdown(wait=True)
         await self.orders.close()
 
     def scope(self, tenant: str) -> str:
@@ -126,12 +137,34 @@ class FastPath:
 
     # -- deciding ---------------------------------------------------------------------------
 
-    async def plan(self, message: str, *, scope: str, failures: int, first_turn: bool) -> Plan:
+    async def plan(self, message: str, *, scope: str, failures: int) -> Plan:
         lang = language(message)
         routing = route(message, (), failures=failures, config=self.router)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await self._answer_by_rule(routing, lang)
-        return await self.run(lambda: self._search(message, scope, lang, first_turn))
+        vector = await self.embed(message)
+        return await self.run(lambda: self._search(message, scope, lang, vector))
+
+    async def embed(self, message: str) -> Vectors:
+        """The message's vector; a message seen recently costs no model call."""
+        key = normalize(message)
+        known = self._vectors.get(key)
+        if known is not None:
+            self._vectors.move_to_end(key)
+            return known
+        loop = asyncio.get_running_loop()
+        vector = await loop.run_in_executor(self._embedders, self._embed_one, message)
+        self._vectors[key] = vector
+        if len(self._vectors) > EMBEDDING_MEMORY:
+            self._vectors.popitem(last=False)
+        return vector
+
+    def _embed_one(self, message: str) -> Vectors:
+        embedder: Embedder | None = getattr(self._local, "embedder", None)
+        if embedder is None:
+            embedder = self._local.embedder = self._embedder_factory()
+        vector: Vectors = embedder.embed_queries([message])[0]
+        return vector
 
     async def _answer_by_rule(self, routing: Routing, lang: str) -> Plan:
         if routing.intent == "handoff":
@@ -149,10 +182,9 @@ class FastPath:
         kind = routing.candidates[0].detail or "greeting"
         return Plan(routing, lang, "smalltalk", smalltalk_reply(kind, lang))
 
-    def _search(self, message: str, scope: str, lang: str, first_turn: bool) -> Plan:
+    def _search(self, message: str, scope: str, lang: str, vector: Vectors) -> Plan:
         assert self.kb is not None
         assert self.cache is not None
-        vector = self._embed(message)
         hits = self.kb.search(message, query_vector=vector, k=max(self.settings.kb_passages, 3))
         routing = route(message, hits, failures=0, config=self.router)
         if routing.intent == "faq" and routing.faq is not None:
@@ -173,19 +205,6 @@ class FastPath:
             hit for hit in hits[: self.settings.kb_passages] if hit.score >= PASSAGE_FLOOR
         )
         return Plan(routing, lang, passages=passages, vector=vector, cache_lookup=lookup)
-
-    def _embed(self, message: str) -> Vectors:
-        assert self.embedder is not None
-        key = normalize(message)
-        vector = self._vectors.get(key)
-        if vector is None:
-            vector = self.embedder.embed_queries([message])[0]
-            self._vectors[key] = vector
-            if len(self._vectors) > EMBEDDING_MEMORY:
-                self._vectors.popitem(last=False)
-        else:
-            self._vectors.move_to_end(key)
-        return vector
 
     async def remember(
         self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]

@@ -145,9 +145,7 @@ async def run_turn(
             failures = earlier_failures(stored) + (
                 1 if failed and not is_failure_signal(message) else 0
             )
-            plan = await fast_path.plan(
-                message, scope=scope, failures=failures, first_turn=turn_number == 1
-            )
+            plan = await fast_path.plan(message, scope=scope, failures=failures)
         timeline.mark("routed")
         # aclosing: a client that leaves closes this generator, and the inner one must
         # run its finally (free the engine slot, store the turn) now, not at GC.
