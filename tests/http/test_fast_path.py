@@ -268,3 +268,13 @@ async def test_an_agent_reply_reaches_the_customers_open_stream(settings_factory
             event = await asyncio.wait_for(queue.get(), 5)
         assert event.name == "agent"
         assert event.data["text"] == "您好，我是小王"
+
+
+def test_a_kb_question_word_for_word_skips_the_search(fast: TestClient) -> None:
+    entry = demo("en")[0]
+    exact = chat(fast, "  " + entry["question"].upper() + " ")["done"]
+    assert exact["tier"] == "faq"
+    assert exact["route"]["reason"] == "the question, word for word"
+    assert exact["reply"] == entry["answer"]
+    searched = chat(fast, "how many days until my delivery arrives?")["done"]
+    assert searched["route"]["reason"] != "the question, word for word"

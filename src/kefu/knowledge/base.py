@@ -26,7 +26,7 @@ from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.store import KbStore
-from kefu.knowledge.text import tokens
+from kefu.knowledge.text import normalize, tokens
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
@@ -83,6 +83,7 @@ class KnowledgeBase:
         self._store = store
         self._embedder = embedder
         self._index = HybridIndex(embedder.dim)
+        self._exact: dict[str, KbEntry] | None = None  # normalised FAQ question -> entry
         self._revs: dict[str, int] = {}
         self._version = -1
 
@@ -115,9 +116,17 @@ class KnowledgeBase:
             rev = self._store.write(entries, vectors, meta={"vectors": self.vector_key})
             self._revs = {entry.id: rev for entry in entries}
         self._index.upsert(entries, vectors)
+        self._exact = None
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def exact(self, message: str) -> KbEntry | None:
+        """The FAQ entry whose question is the message, word for word (case, spaces and
+        edge punctuation aside): a clicked suggestion, a copied question. No model needed."""
+        if self._exact is None:
+            self._exact = {normalize(e.question): e for e in self._index if e.kind == "faq"}
+        return self._exact.get(normalize(message))
 
     def knows(self, term: str) -> bool:
         """The knowledge base uses this lexical term (``text.tokens``) somewhere."""
@@ -174,6 +183,7 @@ class KnowledgeBase:
         vectors = self._vectors_for(writes, progress, known or {})
         rev = self._store.write(writes, vectors, meta={"vectors": self.vector_key})
         self._index.upsert(writes, vectors)
+        self._exact = None
         self._revs.update((entry.id, rev) for entry in writes)
         return pending + KbChange(added, updated)
 
@@ -219,6 +229,7 @@ class KnowledgeBase:
         empty = np.zeros((0, self._embedder.dim), dtype=np.float32)
         self._store.write([], empty, unique)
         self._index.remove(unique)
+        self._exact = None
         for entry_id in unique:
             del self._revs[entry_id]
         return pending + KbChange(removed=removed)
@@ -249,10 +260,12 @@ class KnowledgeBase:
             ok = reuse and vector.shape == (self._embedder.dim,)
             vectors.append(vector if ok else self._embed([entry], None)[0])
         self._index.remove(gone)
+        self._exact = None
         for entry_id in gone:
             del self._revs[entry_id]
         if writes:
             self._index.upsert(writes, np.stack(vectors))
+            self._exact = None
         return KbChange(added, updated, removed)
 
     def load_demo(self) -> KbChange:

@@ -25,7 +25,7 @@ from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
 from kefu.fastpath.orders import OrderBackend, order_reply
-from kefu.fastpath.router import RouterConfig, Routing, route
+from kefu.fastpath.router import Candidate, RouterConfig, Routing, route
 from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase
 from kefu.knowledge.embedder import Embedder, Vectors
@@ -142,8 +142,21 @@ class FastPath:
         routing = route(message, (), failures=failures, config=self.router)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await self._answer_by_rule(routing, lang)
+        exact = await self.run(lambda: self._exact(message, lang))
+        if exact is not None:
+            return exact
         vector = await self.embed(message)
         return await self.run(lambda: self._search(message, scope, lang, vector))
+
+    def _exact(self, message: str, lang: str) -> Plan | None:
+        """A knowledge-base question asked word for word: answered before any embedding."""
+        assert self.kb is not None
+        entry = self.kb.exact(message)
+        if entry is None:
+            return None
+        candidate = Candidate("faq", 1.0, entry.id)
+        routing = Routing("faq", 1.0, 1.0, (candidate,), reason="the question, word for word")
+        return Plan(routing, lang, "faq", entry.answer, Source("kb", entry.id, entry.question))
 
     async def embed(self, message: str) -> Vectors:
         """The message's vector; a message seen recently costs no model call."""
