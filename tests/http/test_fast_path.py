@@ -278,3 +278,12 @@ def test_a_kb_question_word_for_word_skips_the_search(fast: TestClient) -> None:
     assert exact["reply"] == entry["answer"]
     searched = chat(fast, "how many days until my delivery arrives?")["done"]
     assert searched["route"]["reason"] != "the question, word for word"
+
+
+def test_an_order_backend_that_is_down_gets_a_plain_answer(client_factory: ClientFactory) -> None:
+    # Nothing listens on port 9 of this host: the shop's API refuses the connection.
+    backend = {"order_backend": "http", "order_api_url": "http://127.0.0.1:9/orders/{order_id}"}
+    with client_factory(fast_path=True, **backend) as client:
+        done = chat(client, "where is LH-100001?")["done"]
+        assert done["tier"] == "tool"
+        assert "can't look up order LH-100001" in done["reply"]

@@ -11,6 +11,8 @@ import csv
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -87,6 +89,28 @@ def _open(args: argparse.Namespace) -> AnswerCache | None:
     return AnswerCache(path, threshold=0.0, ttl=1.0)
 
 
+class _NoCache(Exception):
+    """Nothing to read: the exit status says why (no file: 0, bad settings: 2)."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+@contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[AnswerCache]:
+    try:
+        cache = _open(args)
+    except SettingsError as exc:
+        print(f"kefu cache: error: {exc}", file=sys.stderr)
+        raise _NoCache(EXIT_BAD_INPUT) from None
+    if cache is None:
+        raise _NoCache(0)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
 def _clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -102,16 +126,10 @@ def _ago(seconds: float) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     try:
-        cache = _open(args)
-    except SettingsError as exc:
-        print(f"kefu cache: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if cache is None:
-        return 0
-    try:
-        entries = cache.entries(args.scope)
-    finally:
-        cache.close()
+        with _opened(args) as cache:
+            entries = cache.entries(args.scope)
+    except _NoCache as none:
+        return none.status
     if args.json:
         print(json.dumps([asdict(e) for e in entries], ensure_ascii=False, indent=2))
         return 0
@@ -133,35 +151,23 @@ def run_evict(args: argparse.Namespace) -> int:
         print("kefu cache evict: give IDs, or one of --scope, --all, --expired", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        cache = _open(args)
-    except SettingsError as exc:
-        print(f"kefu cache: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if cache is None:
-        return 0
-    try:
-        if args.expired:
-            count = cache.purge_expired()
-        else:
-            count = cache.evict(ids=args.ids, scope=args.scope, everything=args.all)
-    finally:
-        cache.close()
+        with _opened(args) as cache:
+            if args.expired:
+                count = cache.purge_expired()
+            else:
+                count = cache.evict(ids=args.ids, scope=args.scope, everything=args.all)
+    except _NoCache as none:
+        return none.status
     print(f"evicted {count} entr{'y' if count == 1 else 'ies'}")
     return 0
 
 
 def run_lookups(args: argparse.Namespace) -> int:
     try:
-        cache = _open(args)
-    except SettingsError as exc:
-        print(f"kefu cache: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if cache is None:
-        return 0
-    try:
-        records = [r for r in cache.lookups(args.limit) if r.nearest is not None]
-    finally:
-        cache.close()
+        with _opened(args) as cache:
+            records = [r for r in cache.lookups(args.limit) if r.nearest is not None]
+    except _NoCache as none:
+        return none.status
     if args.csv:
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(["question", "cached_question", "distance", "served", "kind", "rejected"])

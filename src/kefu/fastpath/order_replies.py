@@ -7,6 +7,8 @@ forward (check the number, or ask for a person), never a made-up status.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ def order_reply(
             f"I couldn't find order {order_id}. Please check the number (it looks like {example}, "
             "in your confirmation email) or ask for a human agent."
         )
-    return _describe_zh(order) if zh else _describe_en(order)
+    return _describe(order, _ZH if zh else _EN)
 
 
 def order_unavailable_reply(order_id: str | None, lang: str) -> str:
@@ -75,41 +77,61 @@ def order_unavailable_reply(order_id: str | None, lang: str) -> str:
     )
 
 
-def _describe_en(order: Order) -> str:
-    parts = [_STATUS_EN[order.status].format(id=order.id)]
+@dataclass(frozen=True, slots=True)
+class _Phrases:
+    status: Mapping[str, str]
+    carrier: str
+    with_tracking: str
+    tracking: str
+    delivered: str
+    eta: str
+    items: str
+    item_separator: str
+    stop: str
+    space: str
+
+
+_EN = _Phrases(
+    _STATUS_EN,
+    "Carrier: {}",
+    ", tracking number {}",
+    "Tracking number: {}",
+    "Delivered on {}",
+    "Estimated delivery: {}",
+    "Items: {}",
+    ", ",
+    ".",
+    " ",
+)
+_ZH = _Phrases(
+    _STATUS_ZH,
+    "承运商：{}",
+    "，运单号 {}",
+    "运单号：{}",
+    "签收日期：{}",
+    "预计送达：{}",
+    "商品：{}",
+    "、",
+    "。",
+    "",
+)
+
+
+def _describe(order: Order, say: _Phrases) -> str:
+    parts = [say.status[order.status].format(id=order.id)]
     if order.status != "cancelled":  # a cancelled order's parcel is not the customer's concern
         if order.carrier:
-            carried = f"Carrier: {order.carrier}"
+            carried = say.carrier.format(order.carrier)
             if order.tracking:
-                carried += f", tracking number {order.tracking}"
-            parts.append(carried + ".")
+                carried += say.with_tracking.format(order.tracking)
+            parts.append(carried + say.stop)
         elif order.tracking:
-            parts.append(f"Tracking number: {order.tracking}.")
+            parts.append(say.tracking.format(order.tracking) + say.stop)
     if order.eta:
         if order.status == "delivered":
-            parts.append(f"Delivered on {order.eta}.")
+            parts.append(say.delivered.format(order.eta) + say.stop)
         elif order.status in ("processing", "shipped"):
-            parts.append(f"Estimated delivery: {order.eta}.")
+            parts.append(say.eta.format(order.eta) + say.stop)
     if order.items:
-        parts.append(f"Items: {', '.join(order.items)}.")
-    return " ".join(parts)
-
-
-def _describe_zh(order: Order) -> str:
-    parts = [_STATUS_ZH[order.status].format(id=order.id)]
-    if order.status != "cancelled":
-        if order.carrier:
-            carried = f"承运商：{order.carrier}"
-            if order.tracking:
-                carried += f"，运单号 {order.tracking}"
-            parts.append(carried + "。")
-        elif order.tracking:
-            parts.append(f"运单号：{order.tracking}。")
-    if order.eta:
-        if order.status == "delivered":
-            parts.append(f"签收日期：{order.eta}。")
-        elif order.status in ("processing", "shipped"):
-            parts.append(f"预计送达：{order.eta}。")
-    if order.items:
-        parts.append(f"商品：{'、'.join(order.items)}。")
-    return "".join(parts)
+        parts.append(say.items.format(say.item_separator.join(order.items)) + say.stop)
+    return say.space.join(parts)

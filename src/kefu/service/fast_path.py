@@ -24,7 +24,7 @@ from kefu.cache.answers import AnswerCache, CachedAnswer, Lookup
 from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
-from kefu.fastpath.orders import OrderBackend, order_reply
+from kefu.fastpath.orders import OrderBackend, order_reply, order_unavailable_reply
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, route
 from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase
@@ -39,11 +39,6 @@ Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
 EMBEDDING_MEMORY = 4096  # messages whose vectors are kept: repeats skip the model
 # Passages below this fused score are noise in the LLM's context, not help.
 PASSAGE_FLOOR = 0.3
-ORDERS_DOWN = (
-    "I can't look orders up right now. Please try again in a few minutes, "
-    "or ask for a human agent.",
-    "暂时无法查询订单，请稍后再试，或回复“转人工”联系人工客服。",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +185,8 @@ class FastPath:
                 order = await self.orders.lookup(routing.order_id)
             except Unavailable as exc:
                 log.warning("order lookup failed: %s", exc.message)
-                return Plan(routing, lang, "tool", ORDERS_DOWN[lang == "zh"])
+                reply = order_unavailable_reply(routing.order_id, lang)
+                return Plan(routing, lang, "tool", reply)
             return Plan(routing, lang, "tool", order_reply(order, routing.order_id, lang))
         kind = routing.candidates[0].detail or "greeting"
         return Plan(routing, lang, "smalltalk", smalltalk_reply(kind, lang))
