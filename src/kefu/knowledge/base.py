@@ -55,6 +55,28 @@ def blend(full: Vectors, question: Vectors) -> Vectors:
     return np.asarray(mixed / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
 
 
+def embed_entries(
+    embedder: Embedder, entries: Sequence[KbEntry], progress: Progress | None = None
+) -> Vectors:
+    """Each entry's vector, in batches (``progress(done, total)`` after each)."""
+    out = np.zeros((len(entries), embedder.dim), dtype=np.float32)
+    for start in range(0, len(entries), EMBED_BATCH):
+        batch = entries[start : start + EMBED_BATCH]
+        texts = [embed_texts(entry) for entry in batch]
+        full = embedder.embed_passages([text for text, _ in texts])
+        question = embedder.embed_passages([text for _, text in texts])
+        out[start : start + len(batch)] = blend(full, question)
+        if progress is not None:
+            progress(start + len(batch), len(entries))
+    return out
+
+
+def known_vectors(embedder: Embedder, entries: Sequence[KbEntry]) -> dict[str, Vectors]:
+    """Vectors for ``KnowledgeBase.add(known=...)``, computed away from the knowledge base."""
+    vectors = embed_entries(embedder, entries)
+    return {digest(embed_texts(entry)): vectors[i] for i, entry in enumerate(entries)}
+
+
 @dataclass(frozen=True, slots=True)
 class KbChange:
     added: list[KbEntry] = field(default_factory=list)
@@ -207,16 +229,15 @@ class KnowledgeBase:
         return vectors
 
     def _embed(self, entries: Sequence[KbEntry], progress: Progress | None) -> Vectors:
-        out = np.zeros((len(entries), self._embedder.dim), dtype=np.float32)
-        for start in range(0, len(entries), EMBED_BATCH):
-            batch = entries[start : start + EMBED_BATCH]
-            texts = [embed_texts(entry) for entry in batch]
-            full = self._embedder.embed_passages([text for text, _ in texts])
-            question = self._embedder.embed_passages([text for _, text in texts])
-            out[start : start + len(batch)] = blend(full, question)
-            if progress is not None:
-                progress(start + len(batch), len(entries))
-        return out
+        return embed_entries(self._embedder, entries, progress)
+
+    def needing_vectors(self, entries: Sequence[KbEntry]) -> list[KbEntry]:
+        """The entries ``add`` would have to embed (new, or with new text)."""
+        return [
+            entry
+            for entry in entries
+            if (old := self._index.get(entry.id)) is None or embed_texts(old) != embed_texts(entry)
+        ]
 
     def remove(self, ids: Sequence[str]) -> KbChange:
         """All or nothing: an unknown id raises NotFound and removes none."""

@@ -27,8 +27,9 @@ from kefu.fastpath.hours import ServiceHours, handoff_reply
 from kefu.fastpath.orders import OrderBackend, order_reply, order_unavailable_reply
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, route
 from kefu.fastpath.smalltalk import smalltalk_reply
-from kefu.knowledge.base import Hit, KbChange, KnowledgeBase
+from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, known_vectors
 from kefu.knowledge.embedder import Embedder, Vectors
+from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import language, normalize
 from kefu.settings import Settings
 
@@ -88,6 +89,8 @@ class FastPath:
         self._embedders = ThreadPoolExecutor(
             max_workers=settings.embed_workers, thread_name_prefix="kefu-embed"
         )
+        self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
+        self._import_embedder: Embedder | None = None
         self._vectors: OrderedDict[str, Vectors] = OrderedDict()
         self.embedder: Embedder | None = None
         self.kb: KnowledgeBase | None = None
@@ -124,6 +127,7 @@ class FastPath:
         await self.run(close)
         self._worker.shutdown(wait=True)
         self._embedders.shutdown(wait=True)
+        self._importer.shutdown(wait=True)
         await self.orders.close()
 
     def scope(self, tenant: str) -> str:
@@ -225,6 +229,19 @@ class FastPath:
         return await self.run(lambda: cache.put(scope, message, reply, vector, sources=sources))
 
     # -- keeping the cache true to the knowledge base ----------------------------------------
+
+    async def import_entries(self, entries: Sequence[KbEntry]) -> KbChange:
+        """Add entries, embedding them on an import thread of their own: a large import
+        must not hold the knowledge-base thread (and every customer's answer) for minutes."""
+        todo = await self.read_kb(lambda kb: kb.needing_vectors(entries))
+        loop = asyncio.get_running_loop()
+        known = await loop.run_in_executor(self._importer, self._vectors_for_import, todo)
+        return await self.change_kb(lambda kb: kb.add(entries, known=known))
+
+    def _vectors_for_import(self, entries: Sequence[KbEntry]) -> dict[str, Vectors]:
+        if self._import_embedder is None:
+            self._import_embedder = self._embedder_factory()
+        return known_vectors(self._import_embedder, entries)
 
     async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> KbChange:
         """Apply a knowledge-base change and evict the cached answers it affects."""

@@ -65,7 +65,7 @@ async def import_file(request: Request) -> Response:
         )
     data = await read_body(request, runtime.settings.max_body_bytes)
     entries = parse_bytes(data, filename)  # fails whole, naming the line, before any write
-    change = await fast_path.change_kb(lambda kb: kb.add(entries))
+    change = await fast_path.import_entries(entries)
     return _json(ChangeOut.of(change, await fast_path.read_kb(len)))
 
 
@@ -74,10 +74,11 @@ async def add_entry(request: Request) -> Response:
     fast_path = runtime.require_fast_path()
     body = await read_model(request, EntryIn, runtime.settings.max_body_bytes)
     entry = KbEntry.make(body.question, body.answer, category=body.category, source="api")
-    change = await fast_path.change_kb(lambda kb: kb.add([entry]))
+    change = await fast_path.import_entries([entry])
     stored = await fast_path.read_kb(lambda kb: kb.get(entry.id))
     assert stored is not None
-    return _json(EntryOut.of(stored), 201 if change.added else 200)
+    created = any(added.id == entry.id for added in change.added)
+    return _json(EntryOut.of(stored), 201 if created else 200)
 
 
 async def entry(request: Request) -> Response:
