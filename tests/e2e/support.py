@@ -203,3 +203,13 @@ def _parse_frame(text: str) -> SseFrame:
     if not data:
         raise AssertionError(f"an SSE frame without data: {text!r}")
     return SseFrame(event, "\n".join(data))
+
+
+def chat_frames(http: httpx.Client, body: dict[str, Any]) -> list[SseFrame]:
+    """POST /chat and read its whole SSE stream; any status but 200 fails with the body."""
+    with http.stream("POST", "/chat", json=body) as response:
+        if response.status_code != 200:
+            response.read()
+            raise AssertionError(f"/chat answered {response.status_code}: {response.text}")
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return list(sse_frames(response.iter_bytes()))

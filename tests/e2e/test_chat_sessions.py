@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.support import Stopped, sse_frames
+from tests.e2e.support import Stopped, chat_frames
 
 pytestmark = pytest.mark.e2e
 
@@ -37,12 +37,7 @@ def chat_turn(http: httpx.Client, message: str, session_id: str | None = None) -
     body: dict[str, Any] = {"message": message, "user_id": USER_ID}
     if session_id is not None:
         body["session_id"] = session_id
-    with http.stream("POST", "/chat", json=body) as response:
-        if response.status_code != 200:
-            response.read()
-            raise AssertionError(f"/chat answered {response.status_code}: {response.text}")
-        assert response.headers["content-type"].startswith("text/event-stream")
-        frames = list(sse_frames(response.iter_bytes()))
+    frames = chat_frames(http, body)
 
     events = [frame.event or "" for frame in frames]
     assert events[0] == "meta", events

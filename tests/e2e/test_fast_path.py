@@ -28,7 +28,7 @@ import pytest
 
 from kefu.fastpath.demo_orders import demo_orders
 from tests.e2e.conftest import CHAT_MAX_TOKENS
-from tests.e2e.support import KefuServer, sse_frames
+from tests.e2e.support import KefuServer, chat_frames, sse_frames
 
 pytestmark = pytest.mark.e2e
 
@@ -71,11 +71,7 @@ def chat(http: httpx.Client, message: str, session_id: str | None = None) -> Ans
     body: dict[str, Any] = {"message": message}
     if session_id is not None:
         body["session_id"] = session_id
-    with http.stream("POST", "/chat", json=body) as response:
-        if response.status_code != 200:
-            response.read()
-            raise AssertionError(f"/chat answered {response.status_code}: {response.text}")
-        frames = list(sse_frames(response.iter_bytes()))
+    frames = chat_frames(http, body)
     events = [frame.event or "" for frame in frames]
     assert events[0] == "meta", events
     assert events[-1] == "done", events
