@@ -66,7 +66,9 @@ def unfamiliar_terms(message: str, knows: Callable[[str], bool]) -> list[str]:
         if has_cjk(term):
             if len(term) == 1 and not knows(term):
                 found.append(term)
-        elif term not in GENERIC and not term.isdigit() and not any(map(knows, _forms(term))):
+        elif len(term) == 1 or term in GENERIC or term.isdigit():
+            continue  # a lone letter ("p.o. box", "u") says nothing; numbers are entities
+        elif not any(map(knows, _forms(term))):
             found.append(term)
     return found
 

@@ -69,3 +69,10 @@ def test_one_agreeing_phrasing_of_the_same_answer_is_enough() -> None:
 
 def test_chinese_is_judged_by_characters() -> None:
     assert unfamiliar_terms("健身房几点开门", knows) == ["健", "身", "房"]
+
+
+def test_lone_letters_are_not_words() -> None:
+    found = unfamiliar_terms("can u ship to a p.o. box", knows)
+    assert "u" not in found
+    assert "p" not in found
+    assert "o" not in found
