@@ -102,6 +102,13 @@ class FastPath:
 
     async def open(self) -> None:
         await self.run(self._open)
+        # Load every embedding worker's model now, not in a customer's first request.
+        loop = asyncio.get_running_loop()
+        warm = [
+            loop.run_in_executor(self._embedders, self._embed_one, "warm-up")
+            for _ in range(self.settings.embed_workers)
+        ]
+        await asyncio.gather(*warm)
 
     def _open(self) -> None:
         data_dir = self.settings.data_dir
