@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -19,21 +18,8 @@ from kefu.settings import Settings
 ClientFactory = Callable[..., AbstractContextManager[TestClient]]
 
 
-@pytest.fixture(scope="session")
-def demo_kb_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo knowledge base, embedded once per test run; tests copy the file."""
-    from kefu.knowledge.base import KnowledgeBase
-    from kefu.knowledge.embedder import E5Embedder
-
-    path = tmp_path_factory.mktemp("demo-kb") / "knowledge.db"
-    kb = KnowledgeBase.open(path, E5Embedder())
-    kb.load_demo()
-    kb.close()
-    return path
-
-
 @pytest.fixture
-def settings_factory(tmp_path: Path, demo_kb_file: Path) -> Callable[..., Settings]:
+def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
     """Fake-engine settings in a temp dir. The fast path is off unless a test turns it on
     (``fast_path=True``): tests of the LLM path must not be answered from the demo KB."""
 
@@ -44,11 +30,6 @@ def settings_factory(tmp_path: Path, demo_kb_file: Path) -> Callable[..., Settin
             "fast_path": False,
         }
         values.update(overrides)
-        if values["fast_path"]:
-            data_dir = Path(values["data_dir"])
-            data_dir.mkdir(parents=True, exist_ok=True)
-            if not (data_dir / "knowledge.db").exists():
-                shutil.copyfile(demo_kb_file, data_dir / "knowledge.db")
         return Settings(**values)
 
     return make
