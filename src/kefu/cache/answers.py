@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-import sqlite3
 import time
 import uuid
 from collections import OrderedDict
@@ -35,6 +34,7 @@ from kefu.cache.model import SCHEMA, CachedAnswer, Lookup, LookupRecord
 from kefu.cache.vectors import Rows, unit_row
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.text import normalize
+from kefu.sqlite_files import open_wal
 
 CANDIDATES = 4  # near entries the guard may check before the lookup is a miss
 PERSONAL = "personal data"
@@ -68,11 +68,7 @@ class AnswerCache:
         self.path, self.threshold, self.ttl = path, threshold, ttl
         self.max_entries, self.max_lookups = max_entries, max_lookups
         self._clock = clock
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db = open_wal(path)
         self._db.executescript(SCHEMA)
         self._recorded = 0
         self._version = -1

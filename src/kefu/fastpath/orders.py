@@ -24,6 +24,7 @@ import httpx
 
 from kefu.errors import ToolUnavailable
 from kefu.fastpath.order_replies import order_reply, order_unavailable_reply
+from kefu.sqlite_files import open_wal
 
 __all__ = [
     "STATUSES",
@@ -102,9 +103,7 @@ class SqliteOrders:
         today = self._today or date.today()
 
         def connect() -> sqlite3.Connection:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = open_wal(self.path)
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(SCHEMA)

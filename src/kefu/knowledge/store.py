@@ -10,7 +10,6 @@ cheaply that something changed (PRAGMA data_version) and then exactly what
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.entries import KbEntry, Kind
+from kefu.sqlite_files import open_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS kb_entries (
@@ -42,14 +42,8 @@ class KbStore:
     """One connection, used from one thread at a time (the knowledge base's caller)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        # check_same_thread=False: the server opens it on one thread and searches
-        # on its worker thread; the knowledge base is never used by two at once.
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
+        self._conn = open_wal(path)
         self._conn.executescript(SCHEMA)
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kefu.sqlite_files import open_wal
 from kefu.store.base import Session, SessionState, StoredMessage, Turn
 
 T = TypeVar("T")
@@ -65,10 +66,7 @@ class SqliteSessionStore:
 
     async def open(self) -> None:
         def connect() -> sqlite3.Connection:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn = open_wal(self.path)
             conn.execute("PRAGMA foreign_keys=ON")
             conn.executescript(SCHEMA)
             present = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
