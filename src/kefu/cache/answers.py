@@ -70,7 +70,10 @@ class AnswerCache:
         self._clock = clock
         self._db = open_wal(path)
         self._db.executescript(SCHEMA)
-        self._recorded = 0
+        # Gathered while serving, written by flush(): (lookup row), id -> (hits, last use).
+        self._unrecorded: list[tuple[float, str, str, str | None, float | None, str, str | None]]
+        self._unrecorded = []
+        self._used: dict[str, tuple[int, float]] = {}
         self._version = -1
         self._reset()
         self.refresh()
@@ -91,14 +94,37 @@ class AnswerCache:
             entry = self._entries[result.answer.id]
             entry.answer = replace(entry.answer, hits=entry.answer.hits + 1)
             self._lru.move_to_end(entry.answer.id)
-            self._db.execute(
-                "UPDATE answers SET hits = hits + 1, last_used = ? WHERE id = ?",
-                (now, entry.answer.id),
-            )
+            self._used[entry.answer.id] = (entry.answer.hits, now)
             result = replace(result, answer=entry.answer)
         if result.rejected != PERSONAL:  # the customer's own data is not kept
-            self._record(now, scope, question, result)
+            found = (result.nearest, result.distance, result.kind, result.rejected)
+            self._unrecorded.append((now, scope, question, *found))
         return result
+
+    def flush(self) -> None:
+        """Write the lookups and hit counts gathered since the last flush, in one commit.
+
+        Serving never waits for the disk: the server flushes every couple of seconds,
+        and ``lookups`` and ``close`` flush first."""
+        if not self._unrecorded and not self._used:
+            return
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "INSERT INTO lookups (at, scope, question, nearest, distance, kind, rejected) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                self._unrecorded,
+            )
+            self._db.executemany(
+                "UPDATE answers SET hits = ?, last_used = ? WHERE id = ?",
+                [(hits, at, entry_id) for entry_id, (hits, at) in self._used.items()],
+            )
+            self._db.execute(
+                "DELETE FROM lookups WHERE id <= (SELECT MAX(id) FROM lookups) - ?",
+                (self.max_lookups,),
+            )
+        self._unrecorded.clear()
+        self._used.clear()
 
     def _find(self, scope: str, question: str, vector: Vectors) -> Lookup:
         facts = salient(question)
@@ -237,6 +263,7 @@ class AnswerCache:
 
     def lookups(self, limit: int = 1000) -> list[LookupRecord]:
         """The most recent lookups, newest first: question pairs to label for tuning."""
+        self.flush()
         rows = self._db.execute(
             "SELECT at, scope, question, nearest, distance, kind, rejected FROM lookups "
             "ORDER BY id DESC LIMIT ?",
@@ -250,6 +277,7 @@ class AnswerCache:
         if version == self._version:
             return False
         self._version = version
+        self.flush()  # the hits counted so far, before the reload reads them back
         self._reset()
         rows = self._db.execute(
             "SELECT id, scope, question, norm, answer, sources, vector, created_at, expires_at, "
@@ -265,6 +293,7 @@ class AnswerCache:
         return True
 
     def close(self) -> None:
+        self.flush()
         self._db.close()
 
     # --- internals --------------------------------------------------------------------
@@ -298,16 +327,3 @@ class AnswerCache:
         while self._expiry and self._expiry[0][0] <= now:
             _, entry_id = heapq.heappop(self._expiry)
             self._drop(entry_id)  # a replaced or evicted id is simply gone already
-
-    def _record(self, now: float, scope: str, question: str, result: Lookup) -> None:
-        self._db.execute(
-            "INSERT INTO lookups (at, scope, question, nearest, distance, kind, rejected) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (now, scope, question, result.nearest, result.distance, result.kind, result.rejected),
-        )
-        self._recorded += 1
-        if self._recorded % 256 == 0:
-            self._db.execute(
-                "DELETE FROM lookups WHERE id <= (SELECT MAX(id) FROM lookups) - ?",
-                (self.max_lookups,),
-            )

@@ -283,12 +283,14 @@ class FastPath:
         return await self.run(run)
 
     async def refresh(self) -> None:
-        """Pick up changes the ``kefu kb`` / ``kefu cache`` commands made to the files."""
+        """Pick up changes the ``kefu kb`` / ``kefu cache`` commands made to the files, and
+        write what serving gathered (the cache's lookup records)."""
 
         def refresh() -> None:
             assert self.kb is not None
             assert self.cache is not None
             self._invalidate(self.kb.refresh())
             self.cache.refresh()
+            self.cache.flush()  # the lookups and hit counts served since the last round
 
         await self.run(refresh)
