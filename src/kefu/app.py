@@ -97,6 +97,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 settings,
                 embedder_factory=E5Embedder,
                 orders=await _open_orders(settings),
+                hours=runtime.hours,
             )
             tasks.append(asyncio.create_task(_run_fast_path(runtime, fast_path)))
         try:

@@ -70,10 +70,11 @@ class FastPath:
         *,
         embedder_factory: Callable[[], Embedder],
         orders: OrderBackend,
+        hours: ServiceHours,
     ) -> None:
         self.settings = settings
         self.orders = orders
-        self.hours = ServiceHours.parse(settings.service_hours)
+        self.hours = hours
         self.router = RouterConfig(
             faq_threshold=settings.faq_threshold,
             faq_margin=settings.faq_margin,

@@ -87,10 +87,8 @@ def earlier_failures(stored: list[StoredMessage]) -> int:
     return count
 
 
-def failed_before(message: str, stored: list[StoredMessage]) -> bool:
-    """This message says the last answer failed: it says so, or asks the same again."""
-    if is_failure_signal(message):
-        return True
+def asks_again(message: str, stored: list[StoredMessage]) -> bool:
+    """The customer repeats the previous question: the last answer did not help."""
     users = [m for m in stored if m.role == "user" and m.content]
     return bool(users) and normalize(users[-1].content) == normalize(message)
 
@@ -135,16 +133,17 @@ async def run_turn(
         )
         turn_number = stored[-1].turn + 1 if stored else 1
         timeline.outcome.turn = turn_number
-        failed = failed_before(message, stored)
+        repeated = asks_again(message, stored)
+        # Kept with the turn, so the next turns can count failures in a row.
+        failed = repeated or is_failure_signal(message)
 
         plan: Plan | None = None
         if session is not None and session.state == "handoff":
             plan = runtime.handoff_waiting(message)
         elif fast_path is not None:
             scope = fast_path.scope(tenant)
-            failures = earlier_failures(stored) + (
-                1 if failed and not is_failure_signal(message) else 0
-            )
+            # The router counts a message that says so itself; a repeat only we can see.
+            failures = earlier_failures(stored) + repeated
             plan = await fast_path.plan(message, scope=scope, failures=failures)
         timeline.mark("routed")
         # aclosing: a client that leaves closes this generator, and the inner one must
@@ -201,13 +200,13 @@ async def _answer_fast(
             hours = runtime.handoff_hours()
             yield TurnHandoff(session_id, plan.routing.reason, hours[0], hours[1])
         timeline.mark("done")
-        meta["timings"] = timeline.as_dict()
+        meta["timings"] = timings = timeline.as_dict()
         yield TurnDone(
             session_id,
             plan.reply,
             plan.tier,
             Usage(0, 0),
-            timeline.as_dict(),
+            timings,
             plan.routing,
             plan.source,
         )
