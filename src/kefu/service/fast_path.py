@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
-from kefu.cache.answers import AnswerCache, CachedAnswer, Lookup
+from kefu.cache.answers import AnswerCache, CachedAnswer
 from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
@@ -60,7 +60,6 @@ class Plan:
     source: Source | None = None
     passages: tuple[Hit, ...] = ()
     vector: Vectors | None = None  # the message's embedding, to cache the LLM's answer
-    cache_lookup: Lookup | None = None
 
 
 class FastPath:
@@ -216,7 +215,6 @@ class FastPath:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
             routing = replace(routing, intent="general", faq=None, reason=objection)
-        lookup = None
         if self.settings.answer_cache:
             lookup = self.cache.lookup(scope, message, vector)
             if lookup.answer is not None:
@@ -225,7 +223,7 @@ class FastPath:
         passages = tuple(
             hit for hit in hits[: self.settings.kb_passages] if hit.score >= PASSAGE_FLOOR
         )
-        return Plan(routing, lang, passages=passages, vector=vector, cache_lookup=lookup)
+        return Plan(routing, lang, passages=passages, vector=vector)
 
     async def remember(
         self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]

@@ -36,9 +36,6 @@ class SessionEvents:
             queue.put_nowait(event)
         return len(queues)
 
-    def listeners(self, session_id: str) -> int:
-        return len(self._subscribers.get(session_id, ()))
-
     @asynccontextmanager
     async def subscribe(self, session_id: str) -> AsyncIterator[asyncio.Queue[SessionEvent]]:
         queue: asyncio.Queue[SessionEvent] = asyncio.Queue(QUEUE_SIZE)
