@@ -287,3 +287,19 @@ def test_an_order_backend_that_is_down_gets_a_plain_answer(client_factory: Clien
         done = chat(client, "where is LH-100001?")["done"]
         assert done["tier"] == "tool"
         assert "can't look up order LH-100001" in done["reply"]
+
+
+def test_a_large_kb_change_evicts_every_cached_answer(fast: TestClient) -> None:
+    question = "Do you sell replacement shades for paper lanterns?"
+    first = chat(fast, question)["done"]
+    settle(fast, first["session_id"])
+    assert chat(fast, question)["done"]["tier"] == "cache"
+    rows = "".join(
+        f"Is model Z{n} waterproof?,No: model Z{n} is for indoor use.\n" for n in range(17)
+    )
+    imported = fast.post(
+        "/kb/import", params={"filename": "models.csv"}, content=f"question,answer\n{rows}".encode()
+    )
+    assert imported.json()["added"] == 17
+    # Unrelated entries, but too many to compare one by one: the cache starts over.
+    assert chat(fast, question)["done"]["tier"] == "llm"

@@ -40,6 +40,10 @@ Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
 EMBEDDING_MEMORY = 4096  # messages whose vectors are kept: repeats skip the model
 # Passages below this fused score are noise in the LLM's context, not help.
 PASSAGE_FLOOR = 0.3
+# A cached answer this close (cosine distance) to a changed KB question may now be wrong.
+NEAR_A_CHANGE = 0.1
+# Past this many changed entries, evict every cached answer rather than embed them all.
+NEARNESS_CHECK_MAX = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,12 +268,16 @@ class FastPath:
         if not change or self.cache is None or self.embedder is None:
             return 0
         touched = change.touched
-        near = self.embedder.embed_queries([entry.question for entry in touched])
-        evicted = self.cache.invalidate(
-            source_ids={entry.id for entry in touched},
-            near=near,
-            within=max(self.settings.cache_threshold, 0.1),
-        )
+        if len(touched) > NEARNESS_CHECK_MAX:
+            # Embedding every changed question would hold this thread (and every answer)
+            # for seconds; a change this large re-bases the cache instead.
+            evicted = self.cache.evict(everything=True)
+        else:
+            evicted = self.cache.invalidate(
+                source_ids={entry.id for entry in touched},
+                near=self.embedder.embed_queries([entry.question for entry in touched]),
+                within=max(self.settings.cache_threshold, NEAR_A_CHANGE),
+            )
         if evicted:
             log.info("knowledge base changed: evicted %d cached answers", evicted)
         return evicted
