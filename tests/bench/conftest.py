@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kefu.bench.record import RequestRecord
-from tests.e2e.support import KefuServer
+from tests.e2e.support import running_kefu
 
 
 @pytest.fixture
@@ -65,9 +65,5 @@ def fake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     flags += ["--fake-token-delay", str(TOKEN_DELAY), "--fake-reply-words", str(REPLY_WORDS)]
     # Every message to the engine: the capacity under test is the slots', not the fast path's.
     flags += ["--no-fast-path"]
-    server = KefuServer(base / "data", base / "kefu.log", flags)
-    server.start()
-    try:
+    with running_kefu(base, *flags) as server:
         yield server.url
-    finally:
-        server.stop()

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Error, Page, Playwright, sync_playwright
 
-from tests.e2e.support import KefuServer
+from tests.e2e.support import KefuServer, running_kefu
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -35,16 +35,8 @@ TIMEOUT_MS = 10_000
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
     """``python -m kefu serve --engine fake --fake-token-delay 0.02`` on a free port."""
     base = tmp_path_factory.mktemp("kefu-browser")
-    kefu = KefuServer(
-        data_dir=base / "data",
-        log_path=base / "kefu.log",
-        extra_args=["--engine", "fake", "--fake-token-delay", "0.02"],
-    )
-    kefu.start()
-    try:
+    with running_kefu(base, "--engine", "fake", "--fake-token-delay", "0.02") as kefu:
         yield kefu
-    finally:
-        kefu.stop()
 
 
 @pytest.fixture(scope="package")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from tests.e2e.support import KefuServer, Stopped, bundled_model_id
+from tests.e2e.support import KefuServer, Stopped, bundled_model_id, running_kefu
 
 # /chat replies use --max-tokens (they cannot set their own); keep them short.
 CHAT_MAX_TOKENS = 32
@@ -23,16 +23,8 @@ CHAT_MAX_TOKENS = 32
 @pytest.fixture(scope="session")
 def kefu_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
     base = tmp_path_factory.mktemp("kefu-e2e")
-    server = KefuServer(
-        data_dir=base / "data",
-        log_path=base / "kefu.log",
-        extra_args=["--max-tokens", str(CHAT_MAX_TOKENS)],
-    )
-    server.start()
-    try:
+    with running_kefu(base, "--max-tokens", str(CHAT_MAX_TOKENS)) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -45,14 +37,8 @@ def uncached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuSe
     same for cache_prompt). Without it, equal requests give equal text.
     """
     base = tmp_path_factory.mktemp("kefu-e2e-uncached")
-    server = KefuServer(
-        data_dir=base / "data", log_path=base / "kefu.log", extra_args=["--prefix-cache", "0"]
-    )
-    server.start()
-    try:
+    with running_kefu(base, "--prefix-cache", "0") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

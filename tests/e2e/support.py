@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -213,3 +214,14 @@ def chat_frames(http: httpx.Client, body: dict[str, Any]) -> list[SseFrame]:
             raise AssertionError(f"/chat answered {response.status_code}: {response.text}")
         assert response.headers["content-type"].startswith("text/event-stream")
         return list(sse_frames(response.iter_bytes()))
+
+
+@contextmanager
+def running_kefu(base: Path, *args: str) -> Iterator[KefuServer]:
+    """``kefu serve ARGS`` with its data dir and log under ``base``; stopped on exit."""
+    server = KefuServer(base / "data", base / "kefu.log", args)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -12,39 +12,30 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.support import KefuServer, free_port
+from tests.e2e.support import KefuServer, free_port, running_kefu
 
 CONCURRENT = 24
-
-
-def start_server(base: Path, *args: str) -> KefuServer:
-    server = KefuServer(
-        data_dir=base / "data", log_path=base / "kefu.log", extra_args=["--engine", "fake", *args]
-    )
-    server.start()
-    return server
 
 
 @pytest.fixture(scope="module")
 def light_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
     """Plenty of slots; tokens a few ms apart, so decode, not the gateway, fills E2E."""
-    server = start_server(tmp_path_factory.mktemp("light"), "--fake-token-delay", "0.005")
-    try:
+    base = tmp_path_factory.mktemp("light")
+    with running_kefu(base, "--engine", "fake", "--fake-token-delay", "0.005") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 def saturated_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
     """One slot, ~0.2 s per reply: concurrent requests wait in the admission queue."""
-    server = start_server(
+    with running_kefu(
         tmp_path_factory.mktemp("saturated"),
+        "--engine",
+        "fake",
         "--parallel",
         "1",
         "--max-queue",
@@ -53,11 +44,8 @@ def saturated_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuS
         "0.02",
         "--fake-reply-words",
         "10",
-    )
-    try:
+    ) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def kefu_diagnose(*args: str) -> subprocess.CompletedProcess[str]:
