@@ -44,6 +44,7 @@ class Sample:
     e2e_ms: float
     status: int
     error: str | None
+    server_ms: float  # the server's own receipt-to-done time (the done event's e2e_ms)
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -84,8 +85,10 @@ def sample_of(reply: Reply) -> Sample:
     end = reply.done or reply.end
     first = reply.first_token or end
     tier = reply.tier if reply.error is None and reply.tier else "error"
+    e2e_ms = (end - reply.sent) * 1e3
+    server_ms = reply.server_e2e_ms if reply.server_e2e_ms is not None else e2e_ms
     return Sample(
-        tier, (first - reply.sent) * 1e3, (end - reply.sent) * 1e3, reply.status, reply.error
+        tier, (first - reply.sent) * 1e3, e2e_ms, reply.status, reply.error, server_ms
     )
 
 
@@ -147,7 +150,9 @@ async def load(
 def row(label: str, samples: Sequence[Sample]) -> str:
     ttft = [s.ttft_ms for s in samples]
     e2e = [s.e2e_ms for s in samples]
+    server = [s.server_ms for s in samples]
     figures = [percentile(ttft, 50), percentile(ttft, 99), percentile(e2e, 50), percentile(e2e, 99)]
+    figures += [percentile(server, 50), percentile(server, 99)]
     return f"{label:26} {len(samples):7d} " + " ".join(f"{v:9.1f}" for v in figures)
 
 
@@ -161,7 +166,8 @@ def report(title: str, samples: Sequence[Sample], duration: float) -> float:
     )
     print(
         f"{'tier':26} {'count':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
-        f"{'E2E p50':>9} {'E2E p99':>9}  (ms)"
+        f"{'E2E p50':>9} {'E2E p99':>9} {'srv p50':>9} {'srv p99':>9}  (ms; srv: the server's"
+        " own receipt-to-done time)"
     )
     for tier in sorted({s.tier for s in ok}):
         print(row(tier, [s for s in ok if s.tier == tier]))

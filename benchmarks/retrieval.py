@@ -6,7 +6,7 @@ vocabulary. Their dense vectors are RANDOM unit vectors from a stub embedder, so
 no 10 000 embeddings are needed; a matrix-vector product costs the same whatever
 the values. Queries are the real customer messages of data/answer_quality.csv,
 passed with a precomputed query vector, so the figure excludes the query
-embedding, which is timed on its own with the real E5Embedder (EN and ZH).
+embedding, which is timed on its own with the real StaticEmbedder (EN and ZH).
 Baseline in the same run: BM25 by full scan (a Counter per document, no inverted
 index), the textbook way; the lexical half alone of kefu's search is what it
 replaces. (``bm25s`` is not installed, so it is not compared.)
@@ -37,7 +37,7 @@ import numpy as np
 from harness import percentile
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.bm25 import K1, B, entry_terms
-from kefu.knowledge.embedder import E5Embedder, Vectors
+from kefu.knowledge.embedder import StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_file
 from kefu.knowledge.text import normalize, tokens
@@ -180,9 +180,9 @@ def speed(args: argparse.Namespace) -> None:
     print(line("add one entry (incremental)", add_one))
     print(line("remove one entry", remove_one))
     print(f"  reopen (load entries + vectors, build indexes): {reopen_s * 1000:.0f} ms")
-    embedder = E5Embedder()
+    embedder = StaticEmbedder()
     by_lang = {lang: [r["message"] for r in rows() if r["lang"] == lang] for lang in ("en", "zh")}
-    print("query embedding (E5Embedder, 1 thread):")
+    print("query embedding (StaticEmbedder):")
     for lang, texts in by_lang.items():
         embedder.embed_queries(texts[:5])
         ms = timed(lambda t: embedder.embed_queries([t]), [(t,) for t in texts[:150]])
@@ -192,7 +192,7 @@ def speed(args: argparse.Namespace) -> None:
 def quality(args: argparse.Namespace) -> None:
     data = rows()
     with tempfile.TemporaryDirectory() as tmp:
-        kb = KnowledgeBase.open(Path(tmp) / "knowledge.db", E5Embedder())
+        kb = KnowledgeBase.open(Path(tmp) / "knowledge.db", StaticEmbedder())
         kb.load_demo()
         print(f"demo knowledge base: {len(kb)} entries")
         right: list[float] = []

@@ -13,9 +13,16 @@ from starlette.testclient import TestClient
 
 from kefu.app import create_app
 from kefu.engine.fake import FakeEngine
+from kefu.knowledge.embedder import StaticEmbedder
 from kefu.settings import Settings
 
 ClientFactory = Callable[..., AbstractContextManager[TestClient]]
+
+
+@pytest.fixture(scope="session")
+def static_embedder() -> StaticEmbedder:
+    """The real embedder: its table is read-only, so one serves every test."""
+    return StaticEmbedder()
 
 
 @pytest.fixture

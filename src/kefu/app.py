@@ -24,7 +24,7 @@ from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
-from kefu.knowledge.embedder import E5Embedder
+from kefu.knowledge.embedder import StaticEmbedder
 from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
 from kefu.service.fast_path import FastPath
@@ -95,7 +95,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         if settings.fast_path:
             fast_path = FastPath(
                 settings,
-                embedder_factory=E5Embedder,
+                embedder_factory=StaticEmbedder,
                 orders=await _open_orders(settings),
                 hours=runtime.hours,
             )

@@ -139,14 +139,22 @@ class Settings(BaseModel):
         "Chinese) when the knowledge base is empty.",
     )
     faq_threshold: float = Field(
-        0.65,
+        0.45,
         ge=0,
         le=1,
-        description="Fused retrieval score a knowledge-base answer needs to be served verbatim; "
-        "below it the message goes to the LLM with the best passages.",
+        description="Fused retrieval score a knowledge-base answer needs to be served verbatim "
+        "for a message without Chinese; below it the message goes to the LLM with the best "
+        "passages. The FAQ guard's checks apply at any score.",
+    )
+    faq_threshold_zh: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="The same for a message with Chinese, whose paraphrases score lower "
+        "(fewer words, each weighing more).",
     )
     faq_margin: float = Field(
-        0.02,
+        0.03,
         ge=0,
         le=1,
         description="Lead the best knowledge-base answer needs over the runner-up; closer "
@@ -159,7 +167,7 @@ class Settings(BaseModel):
         True, description="Serve and store LLM answers to repeated general questions."
     )
     cache_threshold: float = Field(
-        0.03,
+        0.06,
         ge=0,
         le=2,
         description="Largest cosine distance at which a cached answer is served for a "
@@ -167,13 +175,6 @@ class Settings(BaseModel):
     )
     cache_ttl: float = Field(
         86400.0, gt=0, description="Seconds a cached answer is served before it expires."
-    )
-    embed_workers: int = Field(
-        2,
-        ge=1,
-        le=16,
-        description="Messages embedded at once (multilingual-e5-small, one CPU thread and one "
-        "model instance each), so a burst of new questions does not queue.",
     )
     order_backend: Literal["sqlite", "http"] = Field(
         "sqlite",

@@ -196,8 +196,8 @@ def run_tune(args: argparse.Namespace) -> int:
     except TuneError as exc:
         print(f"kefu cache tune: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from kefu.knowledge.embedder import E5Embedder
+    from kefu.knowledge.embedder import StaticEmbedder
 
-    report, chosen = render(score(pairs, E5Embedder()), args.target_precision)
+    report, chosen = render(score(pairs, StaticEmbedder()), args.target_precision)
     print(report)
     return 0 if chosen is not None else 1

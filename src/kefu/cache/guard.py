@@ -264,6 +264,10 @@ def _chinese(run: str, found: _Found) -> None:
         if name in run:
             found.places.add(places.CHINESE[name])
             run = run.replace(name, "|")
+    for brand in lexicon.ZH_BRANDS:
+        if brand in run:
+            found.names.add(brand)
+            run = run.replace(brand, "|")
     for match in _ZH_WEEKDAY.finditer(run):
         found.names.add(lexicon.WEEKDAYS_ZH[match.group(1)])
     run = _ZH_WEEKDAY.sub("|", run)

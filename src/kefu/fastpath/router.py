@@ -15,7 +15,8 @@ Decision, in order:
    reaches ``HANDOFF_OVER_ORDER`` (a complaint or real anger about the order
    wants a person, not a status line);
 3. otherwise, among the candidates that reach their own threshold
-   (``config.faq_threshold`` for faq, ``RULE_THRESHOLD`` for the rules), the most
+   (``config.faq_threshold``, or ``faq_threshold_zh`` for a message with Chinese, for
+   faq; ``RULE_THRESHOLD`` for the rules), the most
    confident wins if it leads the next such candidate by ``config.faq_margin``;
    for faq, its lead over the next FAQ with a different answer must reach
    ``faq_margin`` too (two entries close together mean the question is ambiguous);
@@ -38,7 +39,7 @@ from kefu.fastpath.rules import (
     smalltalk_kind,
 )
 from kefu.knowledge.base import Hit
-from kefu.knowledge.text import normalize
+from kefu.knowledge.text import language, normalize
 
 Intent = Literal["faq", "order_status", "handoff", "smalltalk", "general"]
 
@@ -85,6 +86,7 @@ class Routing:
 class RouterConfig:
     faq_threshold: float
     faq_margin: float
+    faq_threshold_zh: float | None = None  # None: faq_threshold for every language
     order_pattern: str = DEFAULT_ORDER_PATTERN
     failures_to_handoff: int = 2
 
@@ -134,8 +136,12 @@ def route(message: str, hits: Sequence[Hit], *, failures: int, config: RouterCon
     if not ranked:
         return Routing("general", 0.0, 1.0, ranked, reason="no candidate")
 
+    faq_threshold = config.faq_threshold
+    if config.faq_threshold_zh is not None and language(message) == "zh":
+        faq_threshold = config.faq_threshold_zh
+
     def threshold(c: Candidate) -> float:
-        return config.faq_threshold if c.intent == "faq" else RULE_THRESHOLD
+        return faq_threshold if c.intent == "faq" else RULE_THRESHOLD
 
     # Only candidates that reach their own threshold compete: a sub-threshold one (one
     # "terrible" next to a clear FAQ match) is no rival interpretation.

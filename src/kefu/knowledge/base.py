@@ -11,6 +11,7 @@ report it with their own change, so no change goes unreported.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -19,14 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from kefu.errors import NotFound
-from kefu.knowledge import demo_vectors
-from kefu.knowledge.demo_vectors import digest
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.store import KbStore
 from kefu.knowledge.text import normalize, tokens
+from kefu.knowledge.vocabulary import Vocabulary
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
@@ -41,6 +41,10 @@ W_FULL = 0.7
 EMBED_SCHEME = "qa0.7+q0.3"
 
 Progress = Callable[[int, int], None]
+
+
+def digest(texts: Sequence[str]) -> str:
+    return hashlib.sha1("\0".join(texts).encode("utf-8")).hexdigest()
 
 
 def embed_texts(entry: KbEntry) -> tuple[str, str]:
@@ -106,6 +110,9 @@ class KnowledgeBase:
         self._embedder = embedder
         self._index = HybridIndex(embedder.dim)
         self._exact: dict[str, KbEntry] | None = None  # normalised FAQ question -> entry
+        self._vocabulary: Vocabulary | None = None  # built on first use after a change
+        self._by_answer: dict[str, list[KbEntry]] | None = None  # likewise
+        self._answer_words: dict[str, Vocabulary] = {}  # normalised answer -> its words
         self._revs: dict[str, int] = {}
         self._version = -1
 
@@ -138,10 +145,26 @@ class KnowledgeBase:
             rev = self._store.write(entries, vectors, meta={"vectors": self.vector_key})
             self._revs = {entry.id: rev for entry in entries}
         self._index.upsert(entries, vectors)
+        self._forget_derived()
+
+    def _forget_derived(self) -> None:
+        """The entries changed: what is computed from all of them is rebuilt on next use."""
         self._exact = None
+        self._vocabulary = None
+        self._by_answer = None
+        self._answer_words = {}
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def prepare(self) -> None:
+        """Build now what the FAQ guard reads (the vocabularies, the phrasings of every
+        answer), so no customer's message waits for it after a change (~0.2 s for the demo)."""
+        for entry in self._index:
+            if entry.kind == "faq":
+                self.answer_vocabulary(entry)
+        _ = self.vocabulary
+        self.exact("")
 
     def exact(self, message: str) -> KbEntry | None:
         """The FAQ entry whose question is the message, word for word (case, spaces and
@@ -149,6 +172,35 @@ class KnowledgeBase:
         if self._exact is None:
             self._exact = {normalize(e.question): e for e in self._index if e.kind == "faq"}
         return self._exact.get(normalize(message))
+
+    def phrasings(self, entry: KbEntry) -> list[str]:
+        """The questions of the other FAQ entries with the same answer as this one."""
+        if self._by_answer is None:
+            by_answer: dict[str, list[KbEntry]] = {}
+            for other in self._index:
+                if other.kind == "faq":
+                    by_answer.setdefault(normalize(other.answer), []).append(other)
+            self._by_answer = by_answer
+        same = self._by_answer.get(normalize(entry.answer), [])
+        return [other.question for other in same if other.id != entry.id]
+
+    def answer_vocabulary(self, entry: KbEntry) -> Vocabulary:
+        """The words of one answer and of every question it answers: what that answer
+        is about, for the FAQ guard to compare a message with."""
+        key = normalize(entry.answer)
+        words = self._answer_words.get(key)
+        if words is None:
+            texts = [entry.question, entry.answer, *self.phrasings(entry)]
+            words = self._answer_words[key] = Vocabulary(texts, self._embedder)
+        return words
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """Every word the entries use (questions and answers), for the FAQ guard."""
+        if self._vocabulary is None:
+            texts = (f"{entry.question}\n{entry.answer}" for entry in self._index)
+            self._vocabulary = Vocabulary(texts, self._embedder)
+        return self._vocabulary
 
     def knows(self, term: str) -> bool:
         """The knowledge base uses this lexical term (``text.tokens``) somewhere."""
@@ -187,8 +239,8 @@ class KnowledgeBase:
     ) -> KbChange:
         """Upsert by id in one transaction; the same entry again changes nothing.
 
-        ``known`` maps ``demo_vectors.digest(embed_texts(entry))`` to a vector already
-        computed for exactly those texts (the bundled demo's)."""
+        ``known`` maps ``digest(embed_texts(entry))`` to a vector already computed for
+        exactly those texts (by an import thread)."""
         pending = self.refresh()
         latest = {entry.id: entry for entry in entries}  # the last of repeated ids wins
         added: list[KbEntry] = []
@@ -205,7 +257,7 @@ class KnowledgeBase:
         vectors = self._vectors_for(writes, progress, known or {})
         rev = self._store.write(writes, vectors, meta={"vectors": self.vector_key})
         self._index.upsert(writes, vectors)
-        self._exact = None
+        self._forget_derived()
         self._revs.update((entry.id, rev) for entry in writes)
         return pending + KbChange(added, updated)
 
@@ -250,7 +302,7 @@ class KnowledgeBase:
         empty = np.zeros((0, self._embedder.dim), dtype=np.float32)
         self._store.write([], empty, unique)
         self._index.remove(unique)
-        self._exact = None
+        self._forget_derived()
         for entry_id in unique:
             del self._revs[entry_id]
         return pending + KbChange(removed=removed)
@@ -281,12 +333,12 @@ class KnowledgeBase:
             ok = reuse and vector.shape == (self._embedder.dim,)
             vectors.append(vector if ok else self._embed([entry], None)[0])
         self._index.remove(gone)
-        self._exact = None
+        self._forget_derived()
         for entry_id in gone:
             del self._revs[entry_id]
         if writes:
             self._index.upsert(writes, np.stack(vectors))
-            self._exact = None
+            self._forget_derived()
         return KbChange(added, updated, removed)
 
     def load_demo(self) -> KbChange:
@@ -296,15 +348,7 @@ class KnowledgeBase:
             if item.name.endswith(".csv"):
                 parsed = parse_bytes(item.read_bytes(), item.name)
                 entries.extend(dataclasses.replace(entry, source="demo") for entry in parsed)
-        return self.add(entries, known=demo_vectors.load(self.vector_key))
-
-    def demo_vectors(self) -> dict[str, Vectors]:
-        """Digest -> vector of every demo entry, for ``scripts/embed-demo`` to ship."""
-        return {
-            digest(embed_texts(entry)): self._index.vector(entry.id)
-            for entry in self._index
-            if entry.source == "demo"
-        }
+        return self.add(entries)
 
     def close(self) -> None:
         self._store.close()

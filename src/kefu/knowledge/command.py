@@ -87,9 +87,9 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace) -> KnowledgeBase:
-    from kefu.knowledge.embedder import E5Embedder
+    from kefu.knowledge.embedder import StaticEmbedder
 
-    return KnowledgeBase.open(_data_dir(args) / DB_NAME, E5Embedder())
+    return KnowledgeBase.open(_data_dir(args) / DB_NAME, StaticEmbedder())
 
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

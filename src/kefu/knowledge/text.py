@@ -1,20 +1,32 @@
 """Text normalisation and tokenising shared by retrieval, the cache and the router.
 
-Chinese has no spaces, so a CJK run becomes its characters and their bigrams
-(the usual lexical-retrieval choice when a segmenter such as jieba is not
-wanted: no dictionary to load, no segmentation errors on shop vocabulary).
+Two ways to cut Chinese, each where it serves best:
+
+- ``tokens`` (BM25, the cache's guards): a CJK run becomes its characters and
+  their bigrams, which never miss a shop's own vocabulary;
+- ``words_of`` (the embedder, the FAQ guard's unfamiliar words): jieba's
+  dictionary words (no HMM guessing, so every word is a dictionary word), since
+  a word means something its characters do not (微信 is neither 微 nor 信).
+
 Latin text becomes lowercased words; digits stay whole so "LH-100234" and
 "30 days" keep their meaning.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import unicodedata
+from typing import Any
 
 # CJK unified ideographs (incl. extension A) and compatibility ideographs.
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
+_CJK_WORD = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)*")
+_SEGMENTER_LOCK = threading.Lock()
+_segmenter: Any = None
 _TOKEN = re.compile(f"[{_CJK}]+|[^\\W_]+(?:['\u2019][^\\W_]+)*", re.UNICODE)
 _SPACES = re.compile(r"\s+")
 # Punctuation that ends or decorates a question without changing it.
@@ -50,4 +62,49 @@ def tokens(text: str) -> list[str]:
             out.extend(word[i : i + 2] for i in range(len(word) - 1))
         else:
             out.append(word.replace("\u2019", "'"))
+    return out
+
+
+def is_cjk_word(word: str) -> bool:
+    return _CJK_WORD.fullmatch(word) is not None
+
+
+def _jieba() -> Any:
+    """jieba's tokenizer, loaded once per process: its dictionary is read-only once
+    loaded (safe from any thread) and takes ~0.5 s to load (jieba caches it on disk)."""
+    global _segmenter  # one read-only dictionary per process, like an imported module
+    with _SEGMENTER_LOCK:
+        if _segmenter is None:
+            import jieba
+
+            jieba.setLogLevel(logging.WARNING)
+            tokenizer = jieba.Tokenizer()
+            tokenizer.initialize()
+            _segmenter = tokenizer
+    return _segmenter
+
+
+def load_segmenter() -> None:
+    """Load the Chinese dictionary now, not in a customer's first request."""
+    _jieba()
+
+
+def segment(run: str) -> list[str]:
+    """A run of Chinese characters as dictionary words."""
+    return [w for w in _jieba().lcut(run, HMM=False) if w.strip()]
+
+
+def words_of(text: str, *, with_characters: bool = False) -> list[str]:
+    """Case-folded Latin words and numbers, and Chinese dictionary words;
+    ``with_characters`` also keeps the characters of each Chinese word."""
+    out: list[str] = []
+    for match in _WORD.finditer(normalize(text).replace("\u2019", "'")):
+        word = match.group()
+        if is_cjk_word(word):
+            parts = segment(word)
+            out.extend(parts)
+            if with_characters:
+                out.extend(c for c in word if c not in parts)
+        else:
+            out.append(word)
     return out

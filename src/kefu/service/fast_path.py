@@ -1,19 +1,18 @@
 """The fast path: answers that need no model, decided before the LLM is asked.
 
 Rules first (a handoff request, an order number, smalltalk: no embedding at
-all), then one embedding of the message, shared by the knowledge-base search
-and the answer cache. The knowledge base, the cache and the embedder are not
-thread-safe and block, so they all live on one worker thread of their own: the
-event loop never waits on a matrix product, and no lock is needed. Embedding a
-message, the costly part, runs on a small pool of its own beforehand.
+all), then, in one hop to the fast path's own thread, a knowledge-base question
+asked word for word, or one embedding of the message (the static word table:
+about 50 µs) shared by the knowledge-base search and the answer cache. The
+knowledge base and the cache are not thread-safe and block, so they live on that
+one thread: the event loop never waits on them, and no lock is needed. Imports
+embed on a thread of their own, so a large one does not hold up answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -30,14 +29,13 @@ from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, known_vectors
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.text import language, normalize
+from kefu.knowledge.text import language
 from kefu.settings import Settings
 
 log = logging.getLogger("kefu.fastpath")
 
 T = TypeVar("T")
 Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
-EMBEDDING_MEMORY = 4096  # messages whose vectors are kept: repeats skip the model
 # Passages below this fused score are noise in the LLM's context, not help.
 PASSAGE_FLOOR = 0.3
 # A cached answer this close (cosine distance) to a changed KB question may now be wrong.
@@ -80,22 +78,13 @@ class FastPath:
         self.hours = hours
         self.router = RouterConfig(
             faq_threshold=settings.faq_threshold,
+            faq_threshold_zh=settings.faq_threshold_zh,
             faq_margin=settings.faq_margin,
             order_pattern=settings.order_pattern,
         )
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
-        # Embedding is most of a fast-path answer's CPU: several single-threaded model
-        # instances, one per worker, keep a burst of new messages from queueing behind
-        # each other (one instance is not thread-safe; an OpenMP team of two spins and
-        # starves the decode threads).
-        self._local = threading.local()
-        self._embedders = ThreadPoolExecutor(
-            max_workers=settings.embed_workers, thread_name_prefix="kefu-embed"
-        )
         self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
-        self._import_embedder: Embedder | None = None
-        self._vectors: OrderedDict[str, Vectors] = OrderedDict()
         self.embedder: Embedder | None = None
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
@@ -106,13 +95,6 @@ class FastPath:
 
     async def open(self) -> None:
         await self.run(self._open)
-        # Load every embedding worker's model now, not in a customer's first request.
-        loop = asyncio.get_running_loop()
-        warm = [
-            loop.run_in_executor(self._embedders, self._embed_one, "warm-up")
-            for _ in range(self.settings.embed_workers)
-        ]
-        await asyncio.gather(*warm)
 
     def _open(self) -> None:
         data_dir = self.settings.data_dir
@@ -122,6 +104,7 @@ class FastPath:
         if len(self.kb) == 0 and self.settings.demo_kb:
             change = self.kb.load_demo()
             log.info("knowledge base was empty: loaded the demo (%d entries)", len(change.added))
+        self.kb.prepare()
         self.cache = AnswerCache(
             data_dir / "cache.db",
             threshold=self.settings.cache_threshold,
@@ -137,7 +120,6 @@ class FastPath:
 
         await self.run(close)
         self._worker.shutdown(wait=True)
-        self._embedders.shutdown(wait=True)
         self._importer.shutdown(wait=True)
         await self.orders.close()
 
@@ -152,14 +134,12 @@ class FastPath:
         routing = route(message, (), failures=failures, config=self.router)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await self._answer_by_rule(routing, lang)
-        exact = await self.run(lambda: self._exact(message, lang))
-        if exact is not None:
-            return exact
-        vector = await self.embed(message)
-        return await self.run(lambda: self._search(message, scope, lang, vector))
+        return await self.run(
+            lambda: self._exact(message, lang) or self._search(message, scope, lang)
+        )
 
     def _exact(self, message: str, lang: str) -> Plan | None:
-        """A knowledge-base question asked word for word: answered before any embedding."""
+        """A knowledge-base question asked word for word: no search needed."""
         assert self.kb is not None
         entry = self.kb.exact(message)
         if entry is None:
@@ -167,27 +147,6 @@ class FastPath:
         candidate = Candidate("faq", 1.0, entry.id)
         routing = Routing("faq", 1.0, 1.0, (candidate,), reason="the question, word for word")
         return Plan(routing, lang, "faq", entry.answer, Source("kb", entry.id, entry.question))
-
-    async def embed(self, message: str) -> Vectors:
-        """The message's vector; a message seen recently costs no model call."""
-        key = normalize(message)
-        known = self._vectors.get(key)
-        if known is not None:
-            self._vectors.move_to_end(key)
-            return known
-        loop = asyncio.get_running_loop()
-        vector = await loop.run_in_executor(self._embedders, self._embed_one, message)
-        self._vectors[key] = vector
-        if len(self._vectors) > EMBEDDING_MEMORY:
-            self._vectors.popitem(last=False)
-        return vector
-
-    def _embed_one(self, message: str) -> Vectors:
-        embedder: Embedder | None = getattr(self._local, "embedder", None)
-        if embedder is None:
-            embedder = self._local.embedder = self._embedder_factory()
-        vector: Vectors = embedder.embed_queries([message])[0]
-        return vector
 
     async def _answer_by_rule(self, routing: Routing, lang: str) -> Plan:
         if routing.intent == "handoff":
@@ -206,15 +165,22 @@ class FastPath:
         kind = routing.candidates[0].detail or "greeting"
         return Plan(routing, lang, "smalltalk", smalltalk_reply(kind, lang))
 
-    def _search(self, message: str, scope: str, lang: str, vector: Vectors) -> Plan:
+    def _search(self, message: str, scope: str, lang: str) -> Plan:
         assert self.kb is not None
         assert self.cache is not None
+        assert self.embedder is not None
+        vector = self.embedder.embed_queries([message])[0]
         hits = self.kb.search(message, query_vector=vector, k=max(self.settings.kb_passages, 3))
         routing = route(message, hits, failures=0, config=self.router)
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
-            phrasings = [h.entry.question for h in hits if h.entry.answer == entry.answer]
-            objection = faq_objection(message, entry, self.kb.knows, phrasings=phrasings)
+            objection = faq_objection(
+                message,
+                entry,
+                kb_words=self.kb.vocabulary,
+                answer_words=self.kb.answer_vocabulary(entry),
+                phrasings=self.kb.phrasings(entry),
+            )
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
@@ -245,13 +211,10 @@ class FastPath:
         must not hold the knowledge-base thread (and every customer's answer) for minutes."""
         todo = await self.read_kb(lambda kb: kb.needing_vectors(entries))
         loop = asyncio.get_running_loop()
-        known = await loop.run_in_executor(self._importer, self._vectors_for_import, todo)
+        embedder = self.embedder
+        assert embedder is not None
+        known = await loop.run_in_executor(self._importer, known_vectors, embedder, todo)
         return await self.change_kb(lambda kb: kb.add(entries, known=known))
-
-    def _vectors_for_import(self, entries: Sequence[KbEntry]) -> dict[str, Vectors]:
-        if self._import_embedder is None:
-            self._import_embedder = self._embedder_factory()
-        return known_vectors(self._import_embedder, entries)
 
     async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> KbChange:
         """Apply a knowledge-base change and evict the cached answers it affects."""
@@ -259,13 +222,20 @@ class FastPath:
         def apply() -> KbChange:
             assert self.kb is not None
             result = change(self.kb)
-            self._invalidate(result)
+            self._after_change(result)
             return result
 
         return await self.run(apply)
 
+    def _after_change(self, change: KbChange) -> None:
+        """Rebuild what the FAQ guard reads, and evict the cached answers the change affects."""
+        if change:
+            assert self.kb is not None
+            self.kb.prepare()
+            self._invalidate(change)
+
     def _invalidate(self, change: KbChange) -> int:
-        if not change or self.cache is None or self.embedder is None:
+        if self.cache is None or self.embedder is None:
             return 0
         touched = change.touched
         if len(touched) > NEARNESS_CHECK_MAX:
@@ -296,7 +266,7 @@ class FastPath:
         def refresh() -> None:
             assert self.kb is not None
             assert self.cache is not None
-            self._invalidate(self.kb.refresh())
+            self._after_change(self.kb.refresh())
             self.cache.refresh()
             self.cache.flush()  # the lookups and hit counts served since the last round
 

@@ -1,4 +1,4 @@
-"""Fixtures for the answer cache tests: the real embedder (loads in milliseconds)."""
+"""Fixtures for the answer cache tests: the real embedder, a clock moved by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kefu.cache.answers import AnswerCache
-from kefu.knowledge.embedder import E5Embedder, Vectors
+from kefu.knowledge.embedder import StaticEmbedder, Vectors
 
 
 class FakeClock:
@@ -22,12 +22,12 @@ class FakeClock:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> E5Embedder:
-    return E5Embedder()
+def embedder(static_embedder: StaticEmbedder) -> StaticEmbedder:
+    return static_embedder
 
 
 @pytest.fixture(scope="session")
-def embed(embedder: E5Embedder) -> Callable[[str], Vectors]:
+def embed(embedder: StaticEmbedder) -> Callable[[str], Vectors]:
     memo: dict[str, Vectors] = {}
 
     def one(text: str) -> Vectors:
@@ -50,9 +50,9 @@ def cache_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cache(cache_path: Path, clock: FakeClock) -> Iterator[AnswerCache]:
-    # 0.07 is looser than what `kefu cache tune` picks on benchmarks/data/cache_pairs.csv
-    # (about 0.034), so the near misses below are inside the threshold and it is the
+    # 0.2 is far looser than what `kefu cache tune` picks on benchmarks/data/cache_pairs.csv
+    # (about 0.06), so the near misses below are inside the threshold and it is the
     # guard, not the distance, that refuses them.
-    opened = AnswerCache(cache_path, threshold=0.07, ttl=3600, clock=clock)
+    opened = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock)
     yield opened
     opened.close()

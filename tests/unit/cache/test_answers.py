@@ -38,7 +38,7 @@ def test_singapore_answer_is_not_served_for_malaysia(cache: AnswerCache, embed: 
     assert exact.answer is not None
     assert exact.answer.answer == "Yes, in 2-4 days."
 
-    paraphrase = ask(cache, embed, "can you ship to Singapore?")
+    paraphrase = ask(cache, embed, "can you deliver to Singapore?")
     assert paraphrase.kind == "semantic"
     assert paraphrase.answer is not None
     assert paraphrase.answer.id == stored.id
@@ -58,8 +58,8 @@ def test_singapore_answer_is_not_served_for_malaysia(cache: AnswerCache, embed: 
 def test_near_misses_are_not_served(
     cache_path: Path, embed: Embed, cached: str, asked: str, reason: str
 ) -> None:
-    # A threshold loose enough (0.15) that every pair is within it: the guard decides.
-    loose = AnswerCache(cache_path, threshold=0.15, ttl=3600)
+    # A threshold loose enough (0.25) that every pair is within it: the guard decides.
+    loose = AnswerCache(cache_path, threshold=0.25, ttl=3600)
     try:
         loose.put(SCOPE, cached, "an answer", embed(cached))
         result = loose.lookup(SCOPE, asked, embed(asked))
@@ -67,7 +67,7 @@ def test_near_misses_are_not_served(
         loose.close()
     assert result.answer is None
     assert result.distance is not None
-    assert result.distance <= 0.15
+    assert result.distance <= 0.25
     assert result.rejected is not None
     assert result.rejected.startswith(reason)
 
@@ -117,15 +117,15 @@ def test_invalidate_by_source(cache: AnswerCache, embed: Embed) -> None:
 def test_invalidate_by_nearness(cache: AnswerCache, embed: Embed) -> None:
     cache.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
     cache.put(SCOPE, "Can I pay by card?", "Yes.", embed("Can I pay by card?"))
-    changed = np.stack([embed("Which countries do you ship to?")])
-    assert cache.invalidate(near=changed, within=0.15) == 1
+    changed = np.stack([embed("Which countries do you deliver to?")])
+    assert cache.invalidate(near=changed, within=0.2) == 1
     assert [e.question for e in cache.entries()] == ["Can I pay by card?"]
-    assert cache.invalidate(near=changed, within=0.15) == 0
+    assert cache.invalidate(near=changed, within=0.2) == 0
 
 
 def test_refresh_sees_another_connection(cache_path: Path, clock: FakeClock, embed: Embed) -> None:
-    server = AnswerCache(cache_path, threshold=0.07, ttl=3600, clock=clock)
-    admin = AnswerCache(cache_path, threshold=0.07, ttl=3600, clock=clock)
+    server = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock)
+    admin = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock)
     try:
         assert not server.refresh()
         stored = admin.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
@@ -202,15 +202,15 @@ def test_evict_by_scope_and_everything(cache: AnswerCache, embed: Embed) -> None
 
 
 def test_reopening_keeps_entries_and_hits(cache_path: Path, clock: FakeClock, embed: Embed) -> None:
-    first = AnswerCache(cache_path, threshold=0.07, ttl=3600, clock=clock)
+    first = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock)
     first.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
     first.lookup(SCOPE, SINGAPORE, embed(SINGAPORE))
     first.close()
-    again = AnswerCache(cache_path, threshold=0.07, ttl=3600, clock=clock)
+    again = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock)
     try:
         [entry] = again.entries()
         assert (entry.question, entry.hits) == (SINGAPORE, 1)
-        assert ask(again, embed, "can you ship to Singapore?").answer
+        assert ask(again, embed, "can you deliver to Singapore?").answer
     finally:
         again.close()
 

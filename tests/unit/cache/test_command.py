@@ -29,7 +29,7 @@ def kefu_cache(*argv: str) -> int:
 
 @pytest.fixture
 def data_dir(tmp_path: Path, embed: Embed) -> Path:
-    cache = AnswerCache(tmp_path / "cache.db", threshold=0.07, ttl=3600)
+    cache = AnswerCache(tmp_path / "cache.db", threshold=0.2, ttl=3600)
     for question in ("do you deliver to Singapore?", "Can I pay by card?"):
         cache.put(SCOPE, question, f"answer to {question}", embed(question))
     cache.lookup(SCOPE, "do you deliver to Malaysia?", embed("do you deliver to Malaysia?"))
@@ -61,7 +61,7 @@ def test_evict(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert kefu_cache("evict", "--data-dir", str(data_dir)) == 2  # nothing chosen
     assert kefu_cache("list", "--data-dir", str(data_dir), "--json") == 0
     capsys.readouterr()
-    cache = AnswerCache(data_dir / "cache.db", threshold=0.07, ttl=3600)
+    cache = AnswerCache(data_dir / "cache.db", threshold=0.2, ttl=3600)
     first = cache.entries()[0].id
     cache.close()
     assert kefu_cache("evict", first, "--data-dir", str(data_dir)) == 0

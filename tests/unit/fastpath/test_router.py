@@ -205,3 +205,14 @@ def test_candidates_best_first() -> None:
     assert [c.intent for c in routing.candidates] == ["faq", "order_status"]
     assert routing.intent == "faq"
     assert routing.margin == pytest.approx(0.9 - ORDER_QUESTION_CONFIDENCE)
+
+
+def test_chinese_has_a_threshold_of_its_own() -> None:
+    config = RouterConfig(faq_threshold=0.45, faq_margin=0.03, faq_threshold_zh=0.3)
+    policy = hit("退货政策是什么？", 0.35)
+    assert go("退货政策", policy, config=config).intent == "faq"
+    assert go("return policy", hit("What is your return policy?", 0.35), config=config).reason == (
+        "faq 0.35 below threshold 0.45"
+    )
+    shared = RouterConfig(faq_threshold=0.45, faq_margin=0.03)
+    assert go("退货政策", policy, config=shared).intent == "general"

@@ -1,4 +1,4 @@
-"""Fixtures for the knowledge-base tests: the real embedder (loads in milliseconds)."""
+"""Fixtures for the knowledge-base tests: the real embedder, counted."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from kefu.knowledge.base import KnowledgeBase
-from kefu.knowledge.embedder import E5Embedder, Vectors
+from kefu.knowledge.embedder import StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry
 
 
 class CountingEmbedder:
     """The real model, counting the passages it embeds (to prove vectors are reused)."""
 
-    def __init__(self, inner: E5Embedder) -> None:
+    def __init__(self, inner: StaticEmbedder) -> None:
         self.inner = inner
         self.passages = 0
 
@@ -56,14 +56,9 @@ class HashEmbedder:
         return self._embed(texts)
 
 
-@pytest.fixture(scope="session")
-def e5() -> E5Embedder:
-    return E5Embedder()
-
-
 @pytest.fixture
-def embedder(e5: E5Embedder) -> CountingEmbedder:
-    return CountingEmbedder(e5)
+def embedder(static_embedder: StaticEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(static_embedder)
 
 
 @pytest.fixture

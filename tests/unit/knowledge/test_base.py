@@ -116,7 +116,7 @@ def test_incremental_index_equals_a_fresh_rebuild(
 
 
 def test_reopen_loads_vectors_without_embedding(
-    tmp_path: Path, embedder: CountingEmbedder, e5: object
+    tmp_path: Path, embedder: CountingEmbedder, static_embedder: object
 ) -> None:
     path = tmp_path / "knowledge.db"
     first = KnowledgeBase.open(path, embedder)

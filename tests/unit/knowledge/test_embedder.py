@@ -1,0 +1,92 @@
+"""The static embedder, Chinese words and the knowledge base's vocabulary."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from kefu.knowledge.base import KnowledgeBase
+from kefu.knowledge.embedder import StaticEmbedder
+from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.text import words_of
+from kefu.knowledge.vocabulary import Vocabulary
+
+
+def cosine(embedder: StaticEmbedder, a: str, b: str) -> float:
+    first, second = embedder.embed_queries([a, b])
+    return float(np.dot(first, second))
+
+
+def test_words_of_cuts_chinese_into_dictionary_words() -> None:
+    assert words_of("公司要采购50把椅子") == ["公司", "要", "采购", "50", "把", "椅子"]
+    assert words_of("能寄PO Box吗？") == ["能", "寄", "po", "box", "吗"]
+    assert words_of("I can\u2019t log in") == ["i", "can't", "log", "in"]
+    assert "椅" in words_of("椅子", with_characters=True)
+
+
+def test_vectors_are_unit_length_and_empty_text_is_zero(static_embedder: StaticEmbedder) -> None:
+    vectors = static_embedder.embed_queries(["where is my parcel", "我的快递到哪了", "", "!!"])
+    assert vectors.shape == (4, static_embedder.dim)
+    np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, atol=1e-5)
+    assert not vectors[2:].any()
+
+
+def test_paraphrases_are_nearer_than_other_topics(static_embedder: StaticEmbedder) -> None:
+    question = "How long does delivery take?"
+    assert cosine(static_embedder, question, "how many days until my parcel arrives") > cosine(
+        static_embedder, question, "how do I reset my password"
+    )
+    # English and Chinese share the space.
+    assert cosine(static_embedder, "refund", "退款") > cosine(static_embedder, "refund", "密码")
+
+
+def test_an_unknown_chinese_word_falls_back_to_its_characters(
+    static_embedder: StaticEmbedder,
+) -> None:
+    assert static_embedder.rows_of("流明家居")  # not a dictionary word; its characters are
+    assert static_embedder.rows_of("qwzxv") == []  # an unknown Latin word adds nothing
+
+
+def test_one_instance_serves_many_threads(static_embedder: StaticEmbedder) -> None:
+    texts = ["where is my parcel", "退货政策是什么", "do you ship to japan"] * 20
+    alone = static_embedder.embed_queries(texts)
+    with ThreadPoolExecutor(4) as pool:
+        rows = list(pool.map(lambda t: static_embedder.embed_queries([t])[0], texts))
+    np.testing.assert_allclose(np.stack(rows), alone, atol=1e-6)
+
+
+def test_vocabulary_knows_the_words_and_how_near_others_come(
+    static_embedder: StaticEmbedder,
+) -> None:
+    texts = ["Do you offer discounts for large orders?", "退货政策是什么"]
+    words = Vocabulary(texts, static_embedder)
+    assert "discounts" in words
+    assert "退货" in words
+    assert "gym" not in words
+    assert words.nearness("discount") > words.nearness("gym")
+    assert words.nearness("qwzxv") == 0.0
+    assert Vocabulary([], static_embedder).nearness("anything") == 0.0
+
+
+def test_phrasings_and_answer_words_follow_changes(
+    tmp_path: Path, static_embedder: StaticEmbedder
+) -> None:
+    kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
+    answer = "Delivery takes 2-4 business days."
+    first = KbEntry.make("How long does delivery take?", answer)
+    second = KbEntry.make("when will my parcel come", answer)
+    other = KbEntry.make("How do I reset my password?", "Use the Forgot password link.")
+    kb.add([first, second, other])
+    assert kb.phrasings(first) == ["when will my parcel come"]
+    assert "parcel" in kb.answer_vocabulary(first)
+    assert "password" not in kb.answer_vocabulary(first)
+    assert "password" in kb.vocabulary
+    third = KbEntry.make("parcel arrival time?", answer)
+    kb.add([third])
+    assert sorted(kb.phrasings(first)) == ["parcel arrival time?", "when will my parcel come"]
+    assert "arrival" in kb.answer_vocabulary(first)
+    kb.remove([other.id])
+    assert "password" not in kb.vocabulary
+    kb.close()
