@@ -87,9 +87,7 @@ def sample_of(reply: Reply) -> Sample:
     tier = reply.tier if reply.error is None and reply.tier else "error"
     e2e_ms = (end - reply.sent) * 1e3
     server_ms = reply.server_e2e_ms if reply.server_e2e_ms is not None else e2e_ms
-    return Sample(
-        tier, (first - reply.sent) * 1e3, e2e_ms, reply.status, reply.error, server_ms
-    )
+    return Sample(tier, (first - reply.sent) * 1e3, e2e_ms, reply.status, reply.error, server_ms)
 
 
 async def customer(
