@@ -306,3 +306,21 @@ def test_a_large_kb_change_evicts_every_cached_answer(fast: TestClient) -> None:
     assert imported.json()["added"] == 17
     # Unrelated entries, but too many to compare one by one: the cache starts over.
     assert chat(fast, question)["done"]["tier"] == "llm"
+
+
+def test_a_message_of_words_the_embedder_lacks_goes_to_the_llm(fast: TestClient) -> None:
+    message = "배송 언제 와요?"  # Korean: no word of the static table, a zero vector
+    first = chat(fast, message)["done"]
+    assert first["tier"] == "llm"
+    settle(fast, first["session_id"])
+    again = chat(fast, message)["done"]
+    assert again["tier"] == "llm"  # nothing cached that could never be matched
+
+
+def test_chinese_has_a_threshold_of_its_own(client_factory: ClientFactory) -> None:
+    with client_factory(fast_path=True, faq_threshold=0.0, faq_threshold_zh=1.0) as strict_zh:
+        english = chat(strict_zh, "how long does shipping take to malaysia")["done"]
+        assert english["tier"] == "faq"
+        chinese = chat(strict_zh, "寄到马来西亚要几天")["done"]
+        assert chinese["tier"] == "llm"
+        assert "below threshold 1.00" in chinese["route"]["reason"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import logging
 import time
 import uuid
 from collections import OrderedDict
@@ -35,6 +36,8 @@ from kefu.cache.vectors import Rows, unit_row
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.text import normalize
 from kefu.sqlite_files import open_wal
+
+log = logging.getLogger("kefu.cache")
 
 CANDIDATES = 4  # near entries the guard may check before the lookup is a miss
 PERSONAL = "personal data"
@@ -62,7 +65,11 @@ class AnswerCache:
         max_entries: int = 10_000,
         max_lookups: int = 10_000,
         clock: Callable[[], float] = time.time,
+        embedder: str | None = None,
     ) -> None:
+        """``embedder`` names what made the vectors (name and dimension): answers stored
+        under another one are dropped, their vectors being in another space. The
+        ``kefu cache`` command passes None: it reads and evicts, never compares."""
         if ttl <= 0 or max_entries < 1 or not 0 <= threshold <= 2:
             raise ValueError("answer cache: ttl > 0, max_entries >= 1, 0 <= threshold <= 2")
         self.path, self.threshold, self.ttl = path, threshold, ttl
@@ -70,6 +77,8 @@ class AnswerCache:
         self._clock = clock
         self._db = open_wal(path)
         self._db.executescript(SCHEMA)
+        if embedder is not None:
+            self._adopt(embedder)
         # Gathered while serving, written by flush(): (lookup row), id -> (hits, last use).
         self._unrecorded: list[tuple[float, str, str, str | None, float | None, str, str | None]]
         self._unrecorded = []
@@ -135,7 +144,9 @@ class AnswerCache:
             answer = self._entries[exact].answer
             return Lookup(answer, "exact", 0.0, answer.question, None)
         rows = self._rows.get(scope)
-        nearest = rows.nearest(unit_row(vector), CANDIDATES) if rows is not None else []
+        if rows is None or not np.any(vector):  # no word the embedder knows: exact only
+            return Lookup(None, "miss", None, None, None)
+        nearest = rows.nearest(unit_row(vector), CANDIDATES)
         if not nearest:
             return Lookup(None, "miss", None, None, None)
         first = self._entries[nearest[0][0]].answer.question
@@ -168,8 +179,8 @@ class AnswerCache:
         customer, and so is its answer. Re-putting a question replaces its entry.
         """
         facts = salient(question)
-        if facts.personal or not question.strip() or not answer.strip():
-            return None
+        if facts.personal or not question.strip() or not answer.strip() or not np.any(vector):
+            return None  # a vector of no known word could never be matched semantically
         row = unit_row(vector)
         now = self._clock()
         norm = normalize(question)
@@ -297,6 +308,19 @@ class AnswerCache:
         self._db.close()
 
     # --- internals --------------------------------------------------------------------
+
+    def _adopt(self, embedder: str) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+        if row is not None and row[0] == embedder:
+            return
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            dropped = self._db.execute("DELETE FROM answers").rowcount
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder', ?)", (embedder,)
+            )
+        if dropped:
+            log.info("answer cache: dropped %d answers embedded by another embedder", dropped)
 
     def _reset(self) -> None:
         self._entries: dict[str, _Entry] = {}

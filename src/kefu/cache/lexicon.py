@@ -96,12 +96,13 @@ SENTENCE_STARTERS = _set(
 NOT_NAMES = frozenset({"i", "i'm", "i've", "i'll", "i'd", "ok", "okay", "asap", "faq", "pls"})
 
 # Brands and platforms named in Chinese, which has no capitals to mark a name: a
-# question about 淘宝's return policy is not about this shop's.
+# question about 淘宝's return policy is not about this shop's. Names that are also
+# everyday words (菜鸟 "newbie", 小米 "millet", 三星 "three stars") are left out.
 _ZH_BRANDS = """
 淘宝 天猫 京东 拼多多 闲鱼 唯品会 苏宁 当当 亚马逊 微信 支付宝 抖音
 快手 小红书 微博 美团 饿了么 滴滴 高德 百度 腾讯 阿里巴巴 网易 顺丰
-圆通 中通 申通 韵达 菜鸟 宜家 星巴克 麦当劳 肯德基 爱奇艺 优酷
-哔哩哔哩 网飞 华为 小米 三星 联想 虾皮 来赞达 优步 脸书 谷歌 推特
+圆通 中通 申通 韵达 宜家 星巴克 麦当劳 肯德基 爱奇艺 优酷
+哔哩哔哩 网飞 华为 联想 虾皮 来赞达 优步 脸书 谷歌 推特
 耐克 阿迪达斯 优衣库 无印良品 花呗 借呗 余额宝
 """
 ZH_BRANDS = tuple(sorted(_ZH_BRANDS.split(), key=len, reverse=True))  # longest first

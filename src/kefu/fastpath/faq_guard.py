@@ -25,7 +25,7 @@ and "my parcel didn't arrive", 登不上去 or 你们发美国不 ask the same a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kefu.cache import places
@@ -81,14 +81,17 @@ _SUFFIXES = ("ings", "ing", "ies", "ed", "es", "s", "er", "ly")
 # "I don't need X, I ...", 我不是要X，就想…: the message names a topic to set it aside.
 _DENIAL = re.compile(
     r"(?:\b(?:do not|don't|dont|am not|i'm not|im not)\s+(?:need|want|asking|looking)\b"
-    r"|不是要|不是想|并不是|不是问|不需要)"
+    r"|(?<!是)不是(?:要|想|问)|并不是|不需要)"
     r"[^,.;!?，。；！？]*[,.;!?，。；！？]\s*\S",
     re.IGNORECASE,
 )
 
 # "Do you sell sofa legs?", 你们卖沙发套吗: a question about the catalogue, which an FAQ
 # answers only when it is itself about what the shop sells (not its care or returns).
-_SELLS = re.compile(r"\b(?:sell|sells|selling|stock|stocks|carry)\b|卖|出售|有货", re.IGNORECASE)
+_SELLS = re.compile(
+    r"\b(?:sell|sells|selling)\b|\bdo you (?:stock|carry)\b|(?<!拍)卖(?![家完光])|出售|有货",
+    re.IGNORECASE,
+)
 
 
 class Lexicon(Protocol):
@@ -123,7 +126,7 @@ def unfamiliar_terms(
 
     Chinese is judged by dictionary words; Latin words by their inflected forms; a
     lone letter ("p.o. box", "u") says nothing; numbers and ``entities`` (the words of
-    the places named) are left to the entity check.
+    the places named) are not the topic (a general answer covers any of them).
     """
     found = []
     for word in words_of(message):
@@ -147,6 +150,7 @@ def faq_objection(
     answer_words: Lexicon,
     phrasings: Sequence[str] = (),
     min_nearness: float = NEAR_ENOUGH,
+    entry_facts: Callable[[str], Salient] = salient,
 ) -> str | None:
     """Why the entry must not answer the message verbatim, or None when it may.
 
@@ -154,20 +158,22 @@ def faq_objection(
     the entry's answer and of every question it answers. ``phrasings`` are the other
     questions that share the entry's answer: the message needs to agree with one of
     them ("can't log in" with "I can't log in", not with "How do I reset my password?").
+    ``entry_facts`` is ``salient`` for the entry's texts, memoised by a caller that
+    sees the same entries again and again (most of this function's cost).
     """
     asked = salient(message)
-    covered = salient(f"{entry.question}\n{entry.answer}\n" + "\n".join(phrasings))
+    covered = entry_facts(f"{entry.question}\n{entry.answer}\n" + "\n".join(phrasings))
     text = f"{entry.question} {entry.answer} {' '.join(phrasings)}".casefold()
     for kind in ("ids", "names"):
         for item in sorted(getattr(asked, kind)):
             known: frozenset[str] = getattr(covered, kind)
             if item not in known and item.casefold() not in text and item not in covered.words:
                 return f"the entry does not mention {item}"
-    if _DENIAL.search(message):
+    if _DENIAL.search(message.replace("\u2019", "'")):
         return "the message says what it is not asking about"
     if _SELLS.search(message) and not _SELLS.search(text):
         return "the message asks what the shop sells; the entry is not about that"
-    differences = [_differs(asked, salient(q)) for q in (entry.question, *phrasings)]
+    differences = [_differs(asked, entry_facts(q)) for q in (entry.question, *phrasings)]
     if all(differences):
         return differences[0]
     entities = _place_words(asked)

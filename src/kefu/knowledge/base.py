@@ -26,7 +26,7 @@ from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.store import KbStore
 from kefu.knowledge.text import normalize, tokens
-from kefu.knowledge.vocabulary import Vocabulary
+from kefu.knowledge.vocabulary import KbWords, Vocabulary
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
@@ -110,9 +110,7 @@ class KnowledgeBase:
         self._embedder = embedder
         self._index = HybridIndex(embedder.dim)
         self._exact: dict[str, KbEntry] | None = None  # normalised FAQ question -> entry
-        self._vocabulary: Vocabulary | None = None  # built on first use after a change
-        self._by_answer: dict[str, list[KbEntry]] | None = None  # likewise
-        self._answer_words: dict[str, Vocabulary] = {}  # normalised answer -> its words
+        self._words = KbWords(embedder)  # kept in step by _put and _drop
         self._revs: dict[str, int] = {}
         self._version = -1
 
@@ -144,67 +142,57 @@ class KnowledgeBase:
             vectors = self._embed(entries, None)
             rev = self._store.write(entries, vectors, meta={"vectors": self.vector_key})
             self._revs = {entry.id: rev for entry in entries}
-        self._index.upsert(entries, vectors)
-        self._forget_derived()
+        self._put(entries, vectors)
 
-    def _forget_derived(self) -> None:
-        """The entries changed: what is computed from all of them is rebuilt on next use."""
+    def _put(self, entries: Sequence[KbEntry], vectors: Vectors) -> None:
+        """Upsert into the index and the words, which are kept in step entry by entry."""
+        for entry in entries:
+            old = self._index.get(entry.id)
+            if old is not None:
+                self._words.remove(old)
+            self._words.add(entry)
+        self._index.upsert(entries, vectors)
         self._exact = None
-        self._vocabulary = None
-        self._by_answer = None
-        self._answer_words = {}
+
+    def _drop(self, ids: Sequence[str]) -> None:
+        for entry_id in ids:
+            old = self._index.get(entry_id)
+            if old is not None:
+                self._words.remove(old)
+        self._index.remove(ids)
+        self._exact = None
 
     def __len__(self) -> int:
         return len(self._index)
 
     def prepare(self) -> None:
-        """Build now what the FAQ guard reads (the vocabularies, the phrasings of every
-        answer), so no customer's message waits for it after a change (~0.2 s for the demo)."""
-        for entry in self._index:
-            if entry.kind == "faq":
-                self.answer_vocabulary(entry)
-        _ = self.vocabulary
-        self.exact("")
+        """Build now what the FAQ guard reads, so no customer's message waits for it."""
+        self._words.prepare()
+        self._exact_questions()
 
     def exact(self, message: str) -> KbEntry | None:
         """The FAQ entry whose question is the message, word for word (case, spaces and
         edge punctuation aside): a clicked suggestion, a copied question. No model needed."""
+        return self._exact_questions().get(normalize(message))
+
+    def _exact_questions(self) -> dict[str, KbEntry]:
         if self._exact is None:
             self._exact = {normalize(e.question): e for e in self._index if e.kind == "faq"}
-        return self._exact.get(normalize(message))
+        return self._exact
 
     def phrasings(self, entry: KbEntry) -> list[str]:
         """The questions of the other FAQ entries with the same answer as this one."""
-        if self._by_answer is None:
-            by_answer: dict[str, list[KbEntry]] = {}
-            for other in self._index:
-                if other.kind == "faq":
-                    by_answer.setdefault(normalize(other.answer), []).append(other)
-            self._by_answer = by_answer
-        same = self._by_answer.get(normalize(entry.answer), [])
-        return [other.question for other in same if other.id != entry.id]
+        return self._words.phrasings(entry)
 
     def answer_vocabulary(self, entry: KbEntry) -> Vocabulary:
         """The words of one answer and of every question it answers: what that answer
         is about, for the FAQ guard to compare a message with."""
-        key = normalize(entry.answer)
-        words = self._answer_words.get(key)
-        if words is None:
-            texts = [entry.question, entry.answer, *self.phrasings(entry)]
-            words = self._answer_words[key] = Vocabulary(texts, self._embedder)
-        return words
+        return self._words.of_answer(entry)
 
     @property
     def vocabulary(self) -> Vocabulary:
         """Every word the entries use (questions and answers), for the FAQ guard."""
-        if self._vocabulary is None:
-            texts = (f"{entry.question}\n{entry.answer}" for entry in self._index)
-            self._vocabulary = Vocabulary(texts, self._embedder)
-        return self._vocabulary
-
-    def knows(self, term: str) -> bool:
-        """The knowledge base uses this lexical term (``text.tokens``) somewhere."""
-        return self._index.knows(term)
+        return self._words.vocabulary
 
     def get(self, entry_id: str) -> KbEntry | None:
         return self._index.get(entry_id)
@@ -256,8 +244,7 @@ class KnowledgeBase:
             return pending
         vectors = self._vectors_for(writes, progress, known or {})
         rev = self._store.write(writes, vectors, meta={"vectors": self.vector_key})
-        self._index.upsert(writes, vectors)
-        self._forget_derived()
+        self._put(writes, vectors)
         self._revs.update((entry.id, rev) for entry in writes)
         return pending + KbChange(added, updated)
 
@@ -301,8 +288,7 @@ class KnowledgeBase:
         removed = [entry for entry_id in unique if (entry := self._index.get(entry_id))]
         empty = np.zeros((0, self._embedder.dim), dtype=np.float32)
         self._store.write([], empty, unique)
-        self._index.remove(unique)
-        self._forget_derived()
+        self._drop(unique)
         for entry_id in unique:
             del self._revs[entry_id]
         return pending + KbChange(removed=removed)
@@ -332,13 +318,11 @@ class KnowledgeBase:
             writes.append(entry)
             ok = reuse and vector.shape == (self._embedder.dim,)
             vectors.append(vector if ok else self._embed([entry], None)[0])
-        self._index.remove(gone)
-        self._forget_derived()
+        self._drop(gone)
         for entry_id in gone:
             del self._revs[entry_id]
         if writes:
-            self._index.upsert(writes, np.stack(vectors))
-            self._forget_derived()
+            self._put(writes, np.stack(vectors))
         return KbChange(added, updated, removed)
 
     def load_demo(self) -> KbChange:

@@ -100,10 +100,6 @@ class Bm25Index:
                 del self._df[term]
                 del self._postings[term]
 
-    def knows(self, term: str) -> bool:
-        """Some live entry uses the term."""
-        return self._df.get(term, 0) > 0
-
     def idf(self, term: str) -> float:
         """Lucene's BM25 IDF: always positive, highest for a term no document has."""
         df = self._df.get(term, 0)

@@ -8,7 +8,7 @@ A transformer pass of e5-small costs ~13 ms of one core per message here, and
 20-60 ms while llama.cpp decodes on every core, which alone breaks a 20 ms
 answer. As Model2Vec does, ``scripts/distill-embeddings`` embeds each word of a
 vocabulary alone with the teacher, once; a message's vector is the SIF-weighted
-mean of its words' rows (frequent words weigh little): about 50 µs. On the demo
+mean of its words' rows (frequent words weigh little): tens of microseconds. On the demo
 knowledge base it retrieves as well as the teacher (top-1 within a point in both
 languages): customer questions are matched on what their words mean more than
 on word order, and the FAQ guard checks what word order decides (negation,

@@ -57,9 +57,6 @@ class HybridIndex:
         self._alive = np.zeros(16, dtype=bool)
         self._faq = np.zeros(16, dtype=bool)
 
-    def knows(self, term: str) -> bool:
-        return self._bm25.knows(term)
-
     def __len__(self) -> int:
         return len(self._row_of)
 

@@ -18,12 +18,12 @@ import logging
 import re
 import threading
 import unicodedata
+import warnings
 from typing import Any
 
 # CJK unified ideographs (incl. extension A) and compatibility ideographs.
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_CJK_WORD = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)*")
 _SEGMENTER_LOCK = threading.Lock()
 _segmenter: Any = None
@@ -66,16 +66,21 @@ def tokens(text: str) -> list[str]:
 
 
 def is_cjk_word(word: str) -> bool:
-    return _CJK_WORD.fullmatch(word) is not None
+    return _CJK_RUN.fullmatch(word) is not None
 
 
 def _jieba() -> Any:
     """jieba's tokenizer, loaded once per process: its dictionary is read-only once
     loaded (safe from any thread) and takes ~0.5 s to load (jieba caches it on disk)."""
     global _segmenter  # one read-only dictionary per process, like an imported module
+    if _segmenter is not None:
+        return _segmenter
     with _SEGMENTER_LOCK:
         if _segmenter is None:
-            import jieba
+            with warnings.catch_warnings():
+                # jieba 0.42 imports pkg_resources, which newer setuptools deprecates.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                import jieba
 
             jieba.setLogLevel(logging.WARNING)
             tokenizer = jieba.Tokenizer()
@@ -106,5 +111,5 @@ def words_of(text: str, *, with_characters: bool = False) -> list[str]:
             if with_characters:
                 out.extend(c for c in word if c not in parts)
         else:
-            out.append(word)
+            out.append(word.removesuffix("'s"))  # the order's ~ the order
     return out

@@ -3,7 +3,7 @@
 Rules first (a handoff request, an order number, smalltalk: no embedding at
 all), then, in one hop to the fast path's own thread, a knowledge-base question
 asked word for word, or one embedding of the message (the static word table:
-about 50 µs) shared by the knowledge-base search and the answer cache. The
+tens of microseconds) shared by the knowledge-base search and the answer cache. The
 knowledge base and the cache are not thread-safe and block, so they live on that
 one thread: the event loop never waits on them, and no lock is needed. Imports
 embed on a thread of their own, so a large one does not hold up answers.
@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
+from kefu.cache.guard import Salient, salient
 from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
@@ -40,7 +41,8 @@ Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
 PASSAGE_FLOOR = 0.3
 # A cached answer this close (cosine distance) to a changed KB question may now be wrong.
 NEAR_A_CHANGE = 0.1
-# Past this many changed entries, evict every cached answer rather than embed them all.
+# Past this many changed entries, evict every cached answer rather than check each one
+# against every change: a change that large re-bases what the answers should say.
 NEARNESS_CHECK_MAX = 16
 
 
@@ -86,6 +88,9 @@ class FastPath:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
         self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
         self.embedder: Embedder | None = None
+        # The FAQ guard's entities of knowledge-base texts: the same few hundred texts
+        # every time, so computed once (cleared when the knowledge base changes).
+        self._facts: dict[str, Salient] = {}
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
 
@@ -109,6 +114,7 @@ class FastPath:
             data_dir / "cache.db",
             threshold=self.settings.cache_threshold,
             ttl=self.settings.cache_ttl,
+            embedder=f"{self.embedder.name}/{self.embedder.dim}",
         )
         log.info("fast path ready: %d knowledge-base entries", len(self.kb))
 
@@ -180,6 +186,7 @@ class FastPath:
                 kb_words=self.kb.vocabulary,
                 answer_words=self.kb.answer_vocabulary(entry),
                 phrasings=self.kb.phrasings(entry),
+                entry_facts=self._entry_facts,
             )
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
@@ -232,15 +239,20 @@ class FastPath:
         if change:
             assert self.kb is not None
             self.kb.prepare()
+            self._facts.clear()
             self._invalidate(change)
+
+    def _entry_facts(self, text: str) -> Salient:
+        facts = self._facts.get(text)
+        if facts is None:
+            facts = self._facts[text] = salient(text)
+        return facts
 
     def _invalidate(self, change: KbChange) -> int:
         if self.cache is None or self.embedder is None:
             return 0
         touched = change.touched
         if len(touched) > NEARNESS_CHECK_MAX:
-            # Embedding every changed question would hold this thread (and every answer)
-            # for seconds; a change this large re-bases the cache instead.
             evicted = self.cache.evict(everything=True)
         else:
             evicted = self.cache.invalidate(

@@ -215,15 +215,45 @@ def test_reopening_keeps_entries_and_hits(cache_path: Path, clock: FakeClock, em
         again.close()
 
 
-def test_bad_vectors_and_settings_are_refused(cache: AnswerCache, cache_path: Path) -> None:
-    with pytest.raises(ValueError, match="non-zero"):
-        cache.put(SCOPE, SINGAPORE, "Yes.", np.zeros(384, dtype=np.float32))
+def test_bad_settings_are_refused(cache_path: Path) -> None:
     with pytest.raises(ValueError, match="ttl"):
         AnswerCache(cache_path, threshold=0.05, ttl=0)
 
 
+def test_a_message_of_no_known_word_is_matched_exactly_or_not_at_all(
+    cache: AnswerCache, embed: Embed
+) -> None:
+    cache.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
+    unknown = "배송 언제 와요?"  # Korean: no word of the static table
+    zero = embed(unknown)
+    assert not zero.any()
+    assert cache.lookup(SCOPE, unknown, zero).kind == "miss"  # no error, no semantic match
+    assert cache.put(SCOPE, unknown, "an answer", zero) is None
+    assert cache.lookup(SCOPE, SINGAPORE, zero).kind == "exact"
+
+
+def test_answers_of_another_embedder_are_dropped(
+    cache_path: Path, clock: FakeClock, embed: Embed
+) -> None:
+    old = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock, embedder="e5/384")
+    old.put(SCOPE, "an old question", "an old answer", np.ones(384, dtype=np.float32))
+    old.close()
+    same = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock, embedder="e5/384")
+    assert len(same.entries()) == 1
+    same.close()
+    new = AnswerCache(cache_path, threshold=0.2, ttl=3600, clock=clock, embedder="static/128")
+    try:
+        assert new.entries() == []  # 384-dimension vectors would not compare with 128
+        assert new.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE)) is not None
+        assert new.lookup(
+            SCOPE, "can you deliver to Singapore?", embed("can you deliver to Singapore?")
+        ).answer
+    finally:
+        new.close()
+
+
 def test_invalidate_with_nothing_changed(cache: AnswerCache, embed: Embed) -> None:
     cache.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
-    assert cache.invalidate(near=np.zeros((0, 384), dtype=np.float32), within=0.5) == 0
+    assert cache.invalidate(near=np.zeros((0, 128), dtype=np.float32), within=0.5) == 0
     assert cache.invalidate() == 0
     assert len(cache.entries()) == 1

@@ -115,9 +115,7 @@ def test_incremental_index_equals_a_fresh_rebuild(
     fresh.close()
 
 
-def test_reopen_loads_vectors_without_embedding(
-    tmp_path: Path, embedder: CountingEmbedder, static_embedder: object
-) -> None:
+def test_reopen_loads_vectors_without_embedding(tmp_path: Path, embedder: CountingEmbedder) -> None:
     path = tmp_path / "knowledge.db"
     first = KnowledgeBase.open(path, embedder)
     first.add(shop_entries())

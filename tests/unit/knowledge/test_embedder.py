@@ -61,13 +61,13 @@ def test_vocabulary_knows_the_words_and_how_near_others_come(
     static_embedder: StaticEmbedder,
 ) -> None:
     texts = ["Do you offer discounts for large orders?", "退货政策是什么"]
-    words = Vocabulary(texts, static_embedder)
+    words = Vocabulary.of(texts, static_embedder)
     assert "discounts" in words
     assert "退货" in words
     assert "gym" not in words
     assert words.nearness("discount") > words.nearness("gym")
     assert words.nearness("qwzxv") == 0.0
-    assert Vocabulary([], static_embedder).nearness("anything") == 0.0
+    assert Vocabulary.of([], static_embedder).nearness("anything") == 0.0
 
 
 def test_phrasings_and_answer_words_follow_changes(
@@ -89,4 +89,11 @@ def test_phrasings_and_answer_words_follow_changes(
     assert "arrival" in kb.answer_vocabulary(first)
     kb.remove([other.id])
     assert "password" not in kb.vocabulary
+    # The same question with a new answer leaves the old answer's group.
+    moved = KbEntry.make("when will my parcel come", "Parcels come within a week.")
+    kb.add([moved])
+    assert kb.phrasings(first) == ["parcel arrival time?"]
+    assert kb.phrasings(moved) == []
+    assert "week" in kb.answer_vocabulary(moved)
+    assert "week" not in kb.answer_vocabulary(first)
     kb.close()
