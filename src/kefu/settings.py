@@ -139,7 +139,7 @@ class Settings(BaseModel):
         "Chinese) when the knowledge base is empty.",
     )
     faq_threshold: float = Field(
-        0.45,
+        0.5,
         ge=0,
         le=1,
         description="Fused retrieval score a knowledge-base answer needs to be served verbatim "
@@ -154,7 +154,7 @@ class Settings(BaseModel):
         "(fewer words, each weighing more).",
     )
     faq_margin: float = Field(
-        0.03,
+        0.01,
         ge=0,
         le=1,
         description="Lead the best knowledge-base answer needs over the runner-up; closer "

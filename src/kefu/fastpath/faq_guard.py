@@ -10,9 +10,9 @@ and a message they stop goes to the LLM with the passages instead:
 - the message does not say what it is *not* asking ("I don't need a password reset,
   I forgot my email", 我不是要退货，就想问…), nor ask what the shop sells ("do you sell
   sofa legs?", 你们卖沙发套吗) of an entry that is not about that;
-- no opposite picked against the phrasings that share the entry's answer ("before"
-  vs "after", 次日 vs 当天, where no phrasing picks the message's side), and not, against
-  every one of them, the same sentence with one word swapped (邮局几点开门 vs 实体店几点开门);
+- against one of the phrasings that share the entry's answer: no opposite picked
+  ("before" vs "after", 退货 vs 换货) and not the same sentence with one word swapped
+  (邮局几点开门 vs 实体店几点开门);
 - every content word is one the knowledge base uses, or a near synonym of one
   (``Vocabulary.nearness``): "gym", "router", 电费 are not; "quantity", 划痕 are;
 - and at most one is foreign to the chosen answer's own words: "I sent money to the
@@ -74,7 +74,7 @@ _GENERIC_ZH = """
 # A colour is a detail of what was asked (the wrong colour came), never its topic.
 _COLOURS = """
 red orange yellow green blue purple pink brown black white grey gray beige navy cream
-红 橙 黄 绿 蓝 紫 粉 棕 黑 白 灰 米 红色 橙色 黄色 绿色 蓝色 紫色 粉色 棕色 黑色 白色 灰色 米色
+红色 橙色 黄色 绿色 蓝色 紫色 粉色 棕色 黑色 白色 灰色 米色
 """
 GENERIC = frozenset(_GENERIC_WORDS.split() + _GENERIC_ZH.split() + _COLOURS.split())
 _SUFFIXES = ("ings", "ing", "ies", "ed", "es", "s", "er", "ly")
@@ -173,13 +173,9 @@ def faq_objection(
         return "the message says what it is not asking about"
     if _SELLS.search(message) and not _SELLS.search(text):
         return "the message asks what the shop sells; the entry is not about that"
-    questions = [entry_facts(q) for q in (entry.question, *phrasings)]
-    opposite = _opposite(asked, questions)
-    if opposite is not None:
-        return opposite
-    swaps = [_swap(asked, question) for question in questions]
-    if all(swaps):
-        return swaps[0]
+    differences = [_differs(asked, entry_facts(q)) for q in (entry.question, *phrasings)]
+    if all(differences):
+        return differences[0]
     entities = _place_words(asked)
     unfamiliar = unfamiliar_terms(message, kb_words, min_nearness, entities=entities)
     if unfamiliar:
@@ -197,19 +193,12 @@ def _place_words(asked: Salient) -> frozenset[str]:
     return frozenset(words)
 
 
-def _opposite(asked: Salient, questions: Sequence[Salient]) -> str | None:
-    """An alternative the message picks (次日 in 次日达) that no question of the answer
-    picks, where they pick another of the same group (当天): the answer is about that."""
-    theirs_all = {pair for question in questions for pair in question.contrasts}
-    for group in {g for g, _ in asked.contrasts}:
+def _differs(asked: Salient, question: Salient) -> str | None:
+    for group in {g for g, _ in asked.contrasts} & {g for g, _ in question.contrasts}:
         mine = {alt for g, alt in asked.contrasts if g == group}
-        theirs = {alt for g, alt in theirs_all if g == group}
-        if theirs and not mine & theirs:
+        theirs = {alt for g, alt in question.contrasts if g == group}
+        if mine != theirs:
             return f"the entry is about {', '.join(sorted(theirs))}, not {', '.join(sorted(mine))}"
-    return None
-
-
-def _swap(asked: Salient, question: Salient) -> str | None:
     swap = swapped(asked.frame, question.frame)
     if swap is not None:
         return f"the entry is about {swap[1]}, not {swap[0]}"
