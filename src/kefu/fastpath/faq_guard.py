@@ -86,10 +86,13 @@ _DENIAL = re.compile(
     re.IGNORECASE,
 )
 
-# "Do you sell sofa legs?", 你们卖沙发套吗: a question about the catalogue, which an FAQ
-# answers only when it is itself about what the shop sells (not its care or returns).
+# "Do you sell sofa legs?", "does it come in other colours?", 你们卖沙发套吗: a question
+# about the catalogue, which an FAQ answers only when it is itself about what the shop
+# sells (not its care or returns).
 _SELLS = re.compile(
-    r"\b(?:sell|sells|selling)\b|\bdo you (?:stock|carry)\b|(?<!拍)卖(?![家完光])|出售|有货",
+    r"\b(?:sell|sells|selling)\b|\bdo you (?:stock|carry)\b|\bavailable in\b"
+    r"|\b(?:does|do) (?:it|they|this|that|these|those) come in\b"
+    r"|(?<!拍)卖(?![家完光])|出售|有货|(?:别的|其他|其它)(?:颜色|尺寸|尺码|款式)",
     re.IGNORECASE,
 )
 

@@ -122,6 +122,7 @@ def test_asking_what_the_shop_sells_needs_an_entry_about_that(objection: Objecti
     assert why is not None
     assert "sells" in why
     assert objection("你们卖沙发套吗", CARE) is not None
+    assert objection("And does it come in other sizes?", EXCHANGES) is not None
     assert objection("can you sell me a gift card?", GIFT_CARDS) is None
     # Selling words that ask nothing of the catalogue.
     assert objection("can I carry the sofa covers to the washing machine?", CARE) != (
