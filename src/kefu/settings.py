@@ -139,7 +139,7 @@ class Settings(BaseModel):
         "Chinese) when the knowledge base is empty.",
     )
     faq_threshold: float = Field(
-        0.5,
+        0.45,
         ge=0,
         le=1,
         description="Fused retrieval score a knowledge-base answer needs to be served verbatim "

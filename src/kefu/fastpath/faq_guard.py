@@ -13,6 +13,8 @@ and a message they stop goes to the LLM with the passages instead:
 - against one of the phrasings that share the entry's answer: no opposite picked
   ("before" vs "after", 退货 vs 换货) and not the same sentence with one word swapped
   (邮局几点开门 vs 实体店几点开门);
+- the message has a content word at all (not only generic words and places: "what
+  time is it in London?");
 - every content word is one the knowledge base uses, or a near synonym of one
   (``Vocabulary.nearness``): "gym", "router", 电费 are not; "quantity", 划痕 are;
 - and at most one is foreign to the chosen answer's own words: "I sent money to the
@@ -118,6 +120,19 @@ def _forms(word: str) -> list[str]:
     return forms
 
 
+def content_words(message: str, entities: frozenset[str] = frozenset()) -> list[str]:
+    """The words that say what the message is about: not generic, not a number, not one
+    of ``entities``, not a lone Latin letter ("p.o. box", "u")."""
+    return [
+        word
+        for word in words_of(message)
+        if word not in GENERIC
+        and not word.isdigit()
+        and word not in entities
+        and (len(word) > 1 or is_cjk_word(word))
+    ]
+
+
 def unfamiliar_terms(
     message: str,
     vocabulary: Lexicon,
@@ -127,18 +142,16 @@ def unfamiliar_terms(
 ) -> list[str]:
     """Content words of the message that the knowledge base neither uses nor comes near.
 
-    Chinese is judged by dictionary words; Latin words by their inflected forms; a
-    lone letter ("p.o. box", "u") says nothing; numbers and ``entities`` (the words of
-    the places named) are not the topic (a general answer covers any of them).
+    Chinese is judged by dictionary words, Latin words by their inflected forms.
+    Numbers and ``entities`` (the words of the places named) are not the topic: a
+    general answer covers any of them.
     """
     found = []
-    for word in words_of(message):
-        if word in GENERIC or word.isdigit() or word in entities:
-            continue
+    for word in content_words(message, entities):
         if is_cjk_word(word):
             if word in vocabulary:
                 continue
-        elif len(word) == 1 or any(form in vocabulary for form in _forms(word)):
+        elif any(form in vocabulary for form in _forms(word)):
             continue
         if vocabulary.nearness(word) < min_nearness:
             found.append(word)
@@ -180,6 +193,10 @@ def faq_objection(
     if all(differences):
         return differences[0]
     entities = _place_words(asked)
+    if not content_words(message, entities):
+        # "what time is it in London?" shares only a place and generic words with the
+        # phrasing that matched it: nothing says the topic is the same.
+        return "the message names no topic of its own"
     unfamiliar = unfamiliar_terms(message, kb_words, min_nearness, entities=entities)
     if unfamiliar:
         return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])

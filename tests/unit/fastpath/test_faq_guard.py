@@ -130,6 +130,13 @@ def test_asking_what_the_shop_sells_needs_an_entry_about_that(objection: Objecti
     )
 
 
+def test_a_message_of_generic_words_and_places_names_no_topic(objection: Objection) -> None:
+    assert (
+        objection("what time is it in Japan?", SHIPPING) == "the message names no topic of its own"
+    )
+    assert objection("do you ship to Japan?", SHIPPING) is None
+
+
 def test_negation_is_not_compared(objection: Objection) -> None:
     # A general answer answers the negated question too; the cache's guard, whose
     # answers were written for one question, does compare negations.
