@@ -26,7 +26,7 @@ from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.store import KbStore
 from kefu.knowledge.text import normalize, tokens
-from kefu.knowledge.vocabulary import KbWords, Vocabulary
+from kefu.knowledge.vocabulary import KbWords, Vocabulary, entry_words
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
@@ -75,10 +75,15 @@ def embed_entries(
     return out
 
 
-def known_vectors(embedder: Embedder, entries: Sequence[KbEntry]) -> dict[str, Vectors]:
-    """Vectors for ``KnowledgeBase.add(known=...)``, computed away from the knowledge base."""
-    vectors = embed_entries(embedder, entries)
-    return {digest(embed_texts(entry)): vectors[i] for i, entry in enumerate(entries)}
+def prepared(
+    embedder: Embedder, entries: Sequence[KbEntry], to_embed: Sequence[KbEntry]
+) -> tuple[dict[str, Vectors], dict[str, list[str]]]:
+    """``KnowledgeBase.add(known=..., words=...)`` for ``entries``, computed away from the
+    knowledge base's thread: vectors for ``to_embed`` (``needing_vectors``), words for all."""
+    vectors = embed_entries(embedder, to_embed)
+    known = {digest(embed_texts(entry)): vectors[i] for i, entry in enumerate(to_embed)}
+    words = {digest(embed_texts(entry)): entry_words(entry) for entry in entries}
+    return known, words
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,13 +149,18 @@ class KnowledgeBase:
             self._revs = {entry.id: rev for entry in entries}
         self._put(entries, vectors)
 
-    def _put(self, entries: Sequence[KbEntry], vectors: Vectors) -> None:
+    def _put(
+        self,
+        entries: Sequence[KbEntry],
+        vectors: Vectors,
+        words: Mapping[str, list[str]] | None = None,
+    ) -> None:
         """Upsert into the index and the words, which are kept in step entry by entry."""
         for entry in entries:
             old = self._index.get(entry.id)
             if old is not None:
                 self._words.remove(old)
-            self._words.add(entry)
+            self._words.add(entry, (words or {}).get(digest(embed_texts(entry))))
         self._index.upsert(entries, vectors)
         self._exact = None
 
@@ -224,11 +234,13 @@ class KnowledgeBase:
         *,
         progress: Progress | None = None,
         known: Mapping[str, Vectors] | None = None,
+        words: Mapping[str, list[str]] | None = None,
     ) -> KbChange:
         """Upsert by id in one transaction; the same entry again changes nothing.
 
         ``known`` maps ``digest(embed_texts(entry))`` to a vector already computed for
-        exactly those texts (by an import thread)."""
+        exactly those texts, and ``words`` the same digest to ``entry_words(entry)``
+        (both by an import thread: see ``prepared``)."""
         pending = self.refresh()
         latest = {entry.id: entry for entry in entries}  # the last of repeated ids wins
         added: list[KbEntry] = []
@@ -244,7 +256,7 @@ class KnowledgeBase:
             return pending
         vectors = self._vectors_for(writes, progress, known or {})
         rev = self._store.write(writes, vectors, meta={"vectors": self.vector_key})
-        self._put(writes, vectors)
+        self._put(writes, vectors, words or {})
         self._revs.update((entry.id, rev) for entry in writes)
         return pending + KbChange(added, updated)
 

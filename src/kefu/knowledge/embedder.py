@@ -9,8 +9,9 @@ A transformer pass of e5-small costs ~13 ms of one core per message here, and
 answer. As Model2Vec does, ``scripts/distill-embeddings`` embeds each word of a
 vocabulary alone with the teacher, once; a message's vector is the SIF-weighted
 mean of its words' rows (frequent words weigh little): tens of microseconds, a
-thousand times less than the teacher. On the demo's paraphrases its top-1 is 2 to 5
-points below the teacher's (``benchmarks/retrieval.py --quality``): customer
+thousand times less than the teacher. On the demo's paraphrases the hybrid search's
+top-1 with it is within two points of the teacher's (``benchmarks/retrieval.py
+--quality``), though its scores separate less (hence BM25's half share): customer
 questions are matched on what their words mean more than on word order, and the
 FAQ guard checks what word order decides (opposites, swapped objects).
 

@@ -21,6 +21,12 @@ from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import normalize, words_of
 
 
+def entry_words(entry: KbEntry) -> list[str]:
+    """The words an entry adds to the vocabularies (jieba's work, the costly part: an
+    import thread computes them ahead for ``KnowledgeBase.add(words=...)``)."""
+    return words_of(f"{entry.question}\n{entry.answer}")
+
+
 class WordVectors:
     """Each knowledge-base word's vector, computed once and shared by the vocabularies."""
 
@@ -115,8 +121,9 @@ class KbWords:
         self._answers: dict[str, dict[str, KbEntry]] = {}  # normalised answer -> id -> entry
         self._answer_words: dict[str, Vocabulary] = {}
 
-    def add(self, entry: KbEntry) -> None:
-        words = words_of(f"{entry.question}\n{entry.answer}")
+    def add(self, entry: KbEntry, words: list[str] | None = None) -> None:
+        """``words`` are ``entry_words(entry)`` when already computed."""
+        words = entry_words(entry) if words is None else words
         self._entry_words[entry.id] = words
         self.vocabulary.add(words)
         if entry.kind == "faq":

@@ -27,7 +27,7 @@ from kefu.fastpath.hours import ServiceHours, handoff_reply
 from kefu.fastpath.orders import OrderBackend, order_reply, order_unavailable_reply
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, route
 from kefu.fastpath.smalltalk import smalltalk_reply
-from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, known_vectors
+from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import language
@@ -214,14 +214,15 @@ class FastPath:
     # -- keeping the cache true to the knowledge base ----------------------------------------
 
     async def import_entries(self, entries: Sequence[KbEntry]) -> KbChange:
-        """Add entries, embedding them on an import thread of their own: a large import
-        must not hold the knowledge-base thread (and every customer's answer) for minutes."""
+        """Add entries, embedding them and cutting their words on an import thread of
+        their own: a large import must not hold the knowledge-base thread (and every
+        customer's answer) for seconds."""
         todo = await self.read_kb(lambda kb: kb.needing_vectors(entries))
         loop = asyncio.get_running_loop()
         embedder = self.embedder
         assert embedder is not None
-        known = await loop.run_in_executor(self._importer, known_vectors, embedder, todo)
-        return await self.change_kb(lambda kb: kb.add(entries, known=known))
+        known, words = await loop.run_in_executor(self._importer, prepared, embedder, entries, todo)
+        return await self.change_kb(lambda kb: kb.add(entries, known=known, words=words))
 
     async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> KbChange:
         """Apply a knowledge-base change and evict the cached answers it affects."""

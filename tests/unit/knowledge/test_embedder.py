@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kefu.knowledge.base import KnowledgeBase
+from kefu.knowledge.base import KnowledgeBase, prepared
 from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import words_of
-from kefu.knowledge.vocabulary import Vocabulary
+from kefu.knowledge.vocabulary import Vocabulary, entry_words
 
 
 def cosine(embedder: StaticEmbedder, a: str, b: str) -> float:
@@ -96,4 +96,41 @@ def test_phrasings_and_answer_words_follow_changes(
     assert kb.phrasings(moved) == []
     assert "week" in kb.answer_vocabulary(moved)
     assert "week" not in kb.answer_vocabulary(first)
+    kb.close()
+
+
+def test_words_kept_in_step_equal_a_fresh_build(
+    tmp_path: Path, static_embedder: StaticEmbedder
+) -> None:
+    path = tmp_path / "knowledge.db"
+    kb = KnowledgeBase.open(path, static_embedder)
+    answer = "Delivery takes 2-4 business days."
+    a = KbEntry.make("How long does delivery take?", answer)
+    b = KbEntry.make("when will my parcel come", answer)
+    c = KbEntry.make("How do I reset my password?", "Use the Forgot password link.")
+    kb.add([a, b, c])
+    kb.add([KbEntry.make("when will my parcel come", "Parcels come within a week.")])
+    kb.remove([c.id])
+    d = KbEntry.make("退货政策是什么？", "签收后30天内可以退货。")
+    known, words = prepared(static_embedder, [d], kb.needing_vectors([d]))
+    kb.add([d], known=known, words=words)
+    fresh = KnowledgeBase.open(path, static_embedder)
+    for entry in fresh.entries():
+        assert sorted(kb.phrasings(entry)) == sorted(fresh.phrasings(entry))
+        for word in entry_words(entry):
+            assert word in kb.vocabulary
+            assert word in kb.answer_vocabulary(entry)
+    assert len(kb.vocabulary) == len(fresh.vocabulary)
+    assert "password" not in kb.vocabulary
+    kb.close()
+    fresh.close()
+
+
+def test_words_cut_ahead_are_used(tmp_path: Path, static_embedder: StaticEmbedder) -> None:
+    kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
+    entry = KbEntry.make("How long does delivery take?", "Two to four days.")
+    known, words = prepared(static_embedder, [entry], [entry])
+    ((key, cut),) = words.items()
+    kb.add([entry], known=known, words={key: [*cut, "precomputed"]})
+    assert "precomputed" in kb.vocabulary  # not cut again on the knowledge-base thread
     kb.close()
