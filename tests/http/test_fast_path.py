@@ -205,6 +205,17 @@ def test_kb_admin_endpoints(fast: TestClient) -> None:
     assert chat(fast, "Do you have a showroom?")["done"]["tier"] == "faq"
 
 
+def test_a_kb_question_of_words_the_embedder_lacks_is_added_and_evicts(fast: TestClient) -> None:
+    # Its vector is zero: it is near no cached answer, and must not fail the change.
+    general = chat(fast, "Is there a car park near your office?")["done"]
+    assert general["tier"] == "llm"
+    settle(fast, general["session_id"])
+    added = fast.post("/kb/entries", json={"question": "배송 언제 와요?", "answer": "2-4일."})
+    assert added.status_code in (200, 201), added.text
+    assert chat(fast, "배송 언제 와요?")["done"]["tier"] == "faq"  # word for word
+    assert chat(fast, "Is there a car park near your office?")["done"]["tier"] == "cache"
+
+
 @pytest.mark.parametrize(
     ("body", "filename", "words"),
     [

@@ -230,6 +230,7 @@ class AnswerCache:
             doomed |= {i for i, e in self._entries.items() if changed & set(e.answer.sources)}
         if near is not None:
             rows = np.atleast_2d(np.asarray(near, dtype=np.float32))
+            rows = rows[np.any(rows, axis=1)]  # a question of no known word is near nothing
             rows = np.stack([unit_row(row) for row in rows]) if len(rows) else rows
             reach = self.threshold if within is None else within
             for index in self._rows.values():

@@ -71,7 +71,7 @@ _GENERIC_ZH = """
 好 谢谢 现在 今天 明天 昨天 但是 如果 因为 所以 办 给 让 被 把 对 从 到 去 来 说 问 知道
 需要 一 些 下 上 多 少 很 太 最 更 已经 刚 刚刚 才 再 又 等 呗 行 行不行 能不能 可不可以
 有没有 是不是 一直 还有 东西 事 事情 问题 情况 时候 一点 有点 帮 帮忙 帮我 麻烦 自己 一定
-多长 多久 问问 看看 一样
+多长 多久 问问 看看 一样 先 然后
 """
 # A colour is a detail of what was asked (the wrong colour came), never its topic.
 _COLOURS = """

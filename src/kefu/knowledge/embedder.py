@@ -21,6 +21,7 @@ is left out of the vector (BM25 still sees it, and the FAQ guard objects to it).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -58,7 +59,11 @@ class StaticEmbedder:
 
     def __init__(self, table: Path = TABLE) -> None:
         with np.load(table) as data:
-            words = bytes(data["words"]).decode("utf-8").split("\n")
+            raw_words = bytes(data["words"])
+            words = raw_words.decode("utf-8").split("\n")
+            # Stored vectors are keyed by the embedder's name: a rebuilt table is another
+            # space, so its name carries a digest of the table.
+            self._digest = hashlib.sha1(raw_words + data["vectors"].tobytes()).hexdigest()[:8]
             vectors = data["vectors"].astype(np.float32) * data["scales"][:, None]
             weights = data["weights"].astype(np.float32)
         self._rows = vectors * weights[:, None]  # weighted once, summed per message
@@ -72,7 +77,7 @@ class StaticEmbedder:
 
     @property
     def name(self) -> str:
-        return "e5-small-static"
+        return f"e5-small-static-{self._digest}"
 
     def rows_of(self, text: str) -> list[int]:
         """The table rows a text's vector sums: its known words, and the characters of

@@ -71,15 +71,16 @@ def is_cjk_word(word: str) -> bool:
 
 def _jieba() -> Any:
     """jieba's tokenizer, loaded once per process: its dictionary is read-only once
-    loaded (safe from any thread) and takes ~0.5 s to load (jieba caches it on disk)."""
+    loaded (safe from any thread) and takes ~0.85 s to load (jieba caches it on disk)."""
     global _segmenter  # one read-only dictionary per process, like an imported module
     if _segmenter is not None:
         return _segmenter
     with _SEGMENTER_LOCK:
         if _segmenter is None:
             with warnings.catch_warnings():
-                # jieba 0.42 imports pkg_resources, which newer setuptools deprecates.
-                warnings.simplefilter("ignore", DeprecationWarning)
+                # jieba 0.42 imports pkg_resources, which setuptools deprecates (as a
+                # DeprecationWarning or, in newer releases, a UserWarning).
+                warnings.simplefilter("ignore")
                 import jieba
 
             jieba.setLogLevel(logging.WARNING)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from kefu.knowledge.base import KnowledgeBase, prepared
-from kefu.knowledge.embedder import StaticEmbedder
+from kefu.knowledge.embedder import TABLE, StaticEmbedder
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import words_of
 from kefu.knowledge.vocabulary import Vocabulary, entry_words
@@ -134,3 +134,16 @@ def test_words_cut_ahead_are_used(tmp_path: Path, static_embedder: StaticEmbedde
     kb.add([entry], known=known, words={key: [*cut, "precomputed"]})
     assert "precomputed" in kb.vocabulary  # not cut again on the knowledge-base thread
     kb.close()
+
+
+def test_a_rebuilt_table_is_another_embedder(tmp_path: Path) -> None:
+    # Stored KB vectors and cached answers are keyed by the name: a new table re-embeds.
+    table = tmp_path / "words.npz"
+    with np.load(TABLE) as data:
+        fields = {key: data[key] for key in data.files}
+    fields["vectors"] = fields["vectors"][:, ::-1].copy()
+    np.savez_compressed(table, **fields)
+    shipped, rebuilt = StaticEmbedder(), StaticEmbedder(table)
+    assert shipped.name.startswith("e5-small-static-")
+    assert rebuilt.name != shipped.name
+    assert StaticEmbedder().name == shipped.name
