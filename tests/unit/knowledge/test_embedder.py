@@ -120,6 +120,8 @@ def test_words_kept_in_step_equal_a_fresh_build(
         for word in entry_words(entry):
             assert word in kb.vocabulary
             assert word in kb.answer_vocabulary(entry)
+        # no stale word left behind in the answer's group (the updated entry moved out)
+        assert len(kb.answer_vocabulary(entry)) == len(fresh.answer_vocabulary(entry))
     assert len(kb.vocabulary) == len(fresh.vocabulary)
     assert "password" not in kb.vocabulary
     kb.close()
