@@ -5,8 +5,8 @@ order?": same frame, different object. Cheap checks catch most such near misses,
 and a message they stop goes to the LLM with the passages instead:
 
 - every id and proper name of the message (an order number, Amazon, 宜家) appears in
-  the entry; numbers and places need not (the shipping answer lists the countries,
-  so it answers "do you ship to Brazil?" too);
+  the entry; numbers, places and days need not (the shipping answer lists the
+  countries, so it answers "do you ship to Brazil?" too);
 - the message does not say what it is *not* asking ("I don't need a password reset,
   I forgot my email", 我不是要退货，就想问…), nor ask what the shop sells ("do you sell
   sofa legs?", 你们卖沙发套吗) of an entry that is not about that;
@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from kefu.cache import places
+from kefu.cache import lexicon, places
 from kefu.cache.frame import swapped
 from kefu.cache.guard import Salient, salient
 from kefu.knowledge.entries import KbEntry
@@ -97,6 +97,14 @@ _SELLS = re.compile(
     r"|(?<!拍)卖(?![家完光])|出售|有货|(?:别的|其他|其它)(?:颜色|尺寸|尺码|款式)",
     re.IGNORECASE,
 )
+
+
+# Days and months: a detail of when, like a number; the general answer covers any of
+# them ("if I order on a Wednesday can it come the same day?").
+_WHEN = frozenset(lexicon.WEEKDAYS_EN) | frozenset(
+    prefix + day for prefix in ("周", "星期", "礼拜") for day in lexicon.WEEKDAYS_ZH
+)
+_WHEN_NAMES = frozenset(lexicon.WEEKDAYS_EN.values())
 
 
 class Lexicon(Protocol):
@@ -182,6 +190,8 @@ def faq_objection(
     text = f"{entry.question} {entry.answer} {' '.join(phrasings)}".casefold()
     for kind in ("ids", "names"):
         for item in sorted(getattr(asked, kind)):
+            if kind == "names" and item in _WHEN_NAMES:
+                continue
             known: frozenset[str] = getattr(covered, kind)
             if item not in known and item.casefold() not in text and item not in covered.words:
                 return f"the entry does not mention {item}"
@@ -192,7 +202,7 @@ def faq_objection(
     differences = [_differs(asked, entry_facts(q)) for q in (entry.question, *phrasings)]
     if all(differences):
         return differences[0]
-    entities = _place_words(asked)
+    entities = _place_words(asked) | _WHEN
     if not content_words(message, entities):
         # "what time is it in London?" shares only a place and generic words with the
         # phrasing that matched it: nothing says the topic is the same.

@@ -71,11 +71,15 @@ def test_a_paraphrase_in_the_shops_words_is_served(objection: Objection) -> None
     assert objection("退货政策", RETURNS_ZH) is None
 
 
-def test_places_and_numbers_the_entry_does_not_name_do_not_stop_it(objection: Objection) -> None:
+def test_places_numbers_and_days_the_entry_does_not_name_do_not_stop_it(
+    objection: Objection,
+) -> None:
     # The shipping answer lists the countries: it answers Brazil too (with a no).
     assert objection("Do you ship to Brazil?", SHIPPING) is None
     assert objection("can i return 2 items?", RETURNS) is None
     assert objection("寄不寄美国", SHIPPING_ZH) is None
+    assert objection("can I start a return on a Wednesday?", RETURNS) is None
+    assert objection("周三能退货吗", RETURNS_ZH) is None
 
 
 def test_a_name_or_brand_the_entry_does_not_mention_stops_it(objection: Objection) -> None:
