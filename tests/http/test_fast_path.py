@@ -10,12 +10,14 @@ import asyncio
 import csv
 from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
 from kefu.engine.fake import FakeEngine
+from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.service.runtime import Runtime
 from tests.conftest import ClientFactory
 from tests.http.helpers import assert_envelope, make_app, parse_sse, serve
@@ -335,3 +337,20 @@ def test_chinese_has_a_threshold_of_its_own(client_factory: ClientFactory) -> No
         chinese = chat(strict_zh, "寄到马来西亚要几天")["done"]
         assert chinese["tier"] == "llm"
         assert "below threshold 1.00" in chinese["route"]["reason"]
+
+
+def test_a_declined_question_is_kept_for_the_knowledge_base(
+    client_factory: ClientFactory, tmp_path: Path
+) -> None:
+    with client_factory(fast_path=True) as client:
+        declined = chat(client, "can i send back a throw blanket i bought last week?")["done"]
+        assert declined["tier"] == "llm"
+        answered = chat(client, "How long does delivery take?")["done"]
+        assert answered["tier"] == "faq"
+    log = MissLog(tmp_path / "data" / MISSES_FILE)  # the server wrote it as it closed
+    try:
+        [miss] = log.top()
+    finally:
+        log.close()
+    assert miss.message == "can i send back a throw blanket i bought last week?"
+    assert miss.reason == declined["route"]["reason"]

@@ -1,4 +1,5 @@
-"""``kefu kb``: import, list, search and remove knowledge entries in a data dir.
+"""``kefu kb``: import, list, search and remove knowledge entries in a data dir, and
+list the questions the knowledge base nearly answered (``misses``).
 
 The CLI writes the same SQLite file the server reads; a running server notices
 the change (KnowledgeBase.refresh) without a restart.
@@ -7,6 +8,8 @@ the change (KnowledgeBase.refresh) without a restart.
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
 import functools
 import json
 import sys
@@ -18,6 +21,7 @@ from kefu.errors import KefuError
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import SUFFIXES, parse_file
+from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.settings import SettingsError, load_settings
 
 EXIT_ERROR = 2
@@ -73,6 +77,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     search.add_argument("query", metavar="QUERY", help="the customer's message")
     search.add_argument("-k", type=int, default=5, help="how many entries to show")
     search.set_defaults(run=run_search)
+
+    misses = kb.add_parser(
+        "misses",
+        parents=[data_dir, as_json],
+        help="questions the knowledge base nearly answered (phrasings it lacks)",
+        description="Messages whose best entry was an FAQ the server declined to serve "
+        "verbatim (score, margin or the FAQ guard), most frequent first, with that entry and "
+        "the reason. With --as-import FILE, write them as question,answer rows (the entry's "
+        "answer) to check, correct or delete, then `kefu kb import FILE`.",
+    )
+    misses.add_argument("--limit", type=int, default=50, help="how many to show")
+    misses.add_argument(
+        "--as-import", type=Path, metavar="FILE", help="write a CSV for `kefu kb import`"
+    )
+    misses.add_argument("--clear", action="store_true", help="forget every miss kept so far")
+    misses.set_defaults(run=run_misses)
 
     remove = kb.add_parser("remove", parents=[data_dir], help="remove entries by id")
     remove.add_argument("ids", nargs="+", metavar="ID", help="entry ids (from kefu kb list)")
@@ -189,6 +209,39 @@ def run_search(args: argparse.Namespace) -> int:
         print(
             f"{h.score:6.3f} {h.lexical:7.3f} {h.dense:6.3f}  {h.entry.id}  "
             f"{_short(h.entry.question, 60)}"
+        )
+    return 0
+
+
+@_guarded
+def run_misses(args: argparse.Namespace) -> int:
+    path = _data_dir(args) / MISSES_FILE
+    if not path.exists():
+        print(f"no misses recorded yet at {path}", file=sys.stderr)
+        return 0
+    log = MissLog(path)
+    try:
+        if args.clear:
+            print(f"forgot {log.clear()} misses")
+            return 0
+        found = log.top(args.limit)
+    finally:
+        log.close()
+    if args.as_import is not None:
+        with args.as_import.open("w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["question", "answer"])
+            writer.writerows([m.message, m.answer] for m in found)
+        print(f"wrote {len(found)} rows to {args.as_import}: check each answer, then import it")
+        return 0
+    if args.json:
+        print(json.dumps([dataclasses.asdict(m) for m in found], ensure_ascii=False, indent=2))
+        return 0
+    print(f"{'count':>5} {'score':>5}  message  ->  best entry  (why declined)")
+    for m in found:
+        print(
+            f"{m.count:5d} {m.score:5.2f}  {_short(m.message, 50)}  ->  "
+            f"{_short(m.question, 40)}  ({_short(m.reason, 50)})"
         )
     return 0
 

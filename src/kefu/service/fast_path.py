@@ -30,6 +30,7 @@ from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.text import language
 from kefu.settings import Settings
 
@@ -93,6 +94,7 @@ class FastPath:
         self._facts: dict[str, Salient] = {}
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
+        self.misses: MissLog | None = None
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run knowledge-base or cache work on the fast path's own thread."""
@@ -110,6 +112,7 @@ class FastPath:
             change = self.kb.load_demo()
             log.info("knowledge base was empty: loaded the demo (%d entries)", len(change.added))
         self.kb.prepare()
+        self.misses = MissLog(data_dir / MISSES_FILE)
         self.cache = AnswerCache(
             data_dir / "cache.db",
             threshold=self.settings.cache_threshold,
@@ -120,7 +123,7 @@ class FastPath:
 
     async def close(self) -> None:
         def close() -> None:
-            for part in (self.kb, self.cache):
+            for part in (self.kb, self.cache, self.misses):
                 if part is not None:
                     part.close()
 
@@ -192,6 +195,7 @@ class FastPath:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
             routing = replace(routing, intent="general", faq=None, reason=objection)
+        self._note_miss(message, hits, routing)
         if self.settings.answer_cache:
             lookup = self.cache.lookup(scope, message, vector)
             if lookup.answer is not None:
@@ -201,6 +205,14 @@ class FastPath:
             hit for hit in hits[: self.settings.kb_passages] if hit.score >= PASSAGE_FLOOR
         )
         return Plan(routing, lang, passages=passages, vector=vector)
+
+    def _note_miss(self, message: str, hits: Sequence[Hit], routing: Routing) -> None:
+        """A message the best FAQ nearly answered: a phrasing the knowledge base lacks."""
+        if self.misses is None or not hits or routing.reason is None:
+            return
+        best = hits[0]
+        if best.entry.kind == "faq" and best.score >= PASSAGE_FLOOR:
+            self.misses.record(message, best.entry, best.score, routing.reason)
 
     async def remember(
         self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]
@@ -274,7 +286,7 @@ class FastPath:
 
     async def refresh(self) -> None:
         """Pick up changes the ``kefu kb`` / ``kefu cache`` commands made to the files, and
-        write what serving gathered (the cache's lookup records)."""
+        write what serving gathered (the cache's lookup records, the declined questions)."""
 
         def refresh() -> None:
             assert self.kb is not None
@@ -282,5 +294,7 @@ class FastPath:
             self._after_change(self.kb.refresh())
             self.cache.refresh()
             self.cache.flush()  # the lookups and hit counts served since the last round
+            if self.misses is not None:
+                self.misses.flush()
 
         await self.run(refresh)

@@ -1,0 +1,110 @@
+"""Questions the knowledge base nearly answered: where to add the customers' words.
+
+The FAQ tier answers only messages that speak the knowledge base's words; a message
+it declines (below the threshold, too close to another answer, or stopped by the FAQ
+guard) goes to the LLM with the passages. Those messages are the phrasings the
+knowledge base lacks, so they are kept here (``DATA_DIR/misses.db``), counted per
+normalised message with the best entry and the reason, and ``kefu kb misses`` lists
+them, or writes them as question,answer rows to check and import: the knowledge
+base learns the words its customers use. A message carrying the customer's own data
+(an order number, an email, a phone number) is never kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kefu.cache.guard import salient
+from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.text import normalize
+from kefu.sqlite_files import open_wal
+
+MISSES_FILE = "misses.db"  # in the data dir
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS misses (
+    norm TEXT PRIMARY KEY,
+    message TEXT NOT NULL,
+    entry_id TEXT NOT NULL,
+    question TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    score REAL NOT NULL,
+    reason TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    last_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    message: str
+    entry_id: str  # the best knowledge-base entry, declined
+    question: str
+    answer: str
+    score: float
+    reason: str
+    count: int
+    last_at: float
+
+
+class MissLog:
+    """Not thread-safe: the server records and flushes on its fast-path thread."""
+
+    def __init__(
+        self, path: Path, *, max_rows: int = 10_000, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._db = open_wal(path)
+        self._db.executescript(SCHEMA)
+        self._max_rows = max_rows
+        self._clock = clock
+        self._pending: list[tuple[str, str, str, str, str, float, str, float]] = []
+
+    def record(self, message: str, entry: KbEntry, score: float, reason: str) -> None:
+        """Keep a declined message (written by ``flush``, off the answer's path)."""
+        norm = normalize(message)
+        if not norm or salient(message).personal:
+            return
+        row = (norm, message, entry.id, entry.question, entry.answer, score, reason)
+        self._pending.append((*row, self._clock()))
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany(
+                "INSERT INTO misses (norm, message, entry_id, question, answer, score, reason, "
+                "count, last_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT(norm) DO UPDATE "
+                "SET count = count + 1, message = excluded.message, entry_id = "
+                "excluded.entry_id, question = excluded.question, answer = excluded.answer, "
+                "score = excluded.score, reason = excluded.reason, last_at = excluded.last_at",
+                self._pending,
+            )
+            self._db.execute(
+                "DELETE FROM misses WHERE norm NOT IN "
+                "(SELECT norm FROM misses ORDER BY last_at DESC LIMIT ?)",
+                (self._max_rows,),
+            )
+        self._pending.clear()
+
+    def top(self, limit: int = 50) -> list[Miss]:
+        """The most frequent first (then the most recent)."""
+        self.flush()
+        rows = self._db.execute(
+            "SELECT message, entry_id, question, answer, score, reason, count, last_at "
+            "FROM misses ORDER BY count DESC, last_at DESC LIMIT ?",
+            (limit,),
+        )
+        return [Miss(*row) for row in rows]
+
+    def clear(self) -> int:
+        """Forget every miss (after the operator has dealt with them)."""
+        self.flush()
+        return self._db.execute("DELETE FROM misses").rowcount
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()
