@@ -15,11 +15,10 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from kefu.errors import KefuError
 from kefu.knowledge.base import KnowledgeBase
-from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import SUFFIXES, parse_file
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.settings import SettingsError, load_settings
@@ -156,19 +155,6 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _entry_json(entry: KbEntry) -> dict[str, Any]:
-    return {
-        "id": entry.id,
-        "question": entry.question,
-        "answer": entry.answer,
-        "category": entry.category,
-        "lang": entry.lang,
-        "kind": entry.kind,
-        "source": entry.source,
-        "updated_at": entry.updated_at,
-    }
-
-
 def _short(text: str, width: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -182,7 +168,7 @@ def run_list(args: argparse.Namespace) -> int:
     finally:
         kb.close()
     if args.json:
-        print(json.dumps([_entry_json(e) for e in entries], ensure_ascii=False, indent=2))
+        print(json.dumps([dataclasses.asdict(e) for e in entries], ensure_ascii=False, indent=2))
         return 0
     for e in entries:
         print(f"{e.id}  {e.kind:7}  {e.category or '-':12}  {_short(e.question, 60)}")
@@ -199,7 +185,12 @@ def run_search(args: argparse.Namespace) -> int:
         kb.close()
     if args.json:
         rows = [
-            {"score": h.score, "lexical": h.lexical, "dense": h.dense, **_entry_json(h.entry)}
+            {
+                "score": h.score,
+                "lexical": h.lexical,
+                "dense": h.dense,
+                **dataclasses.asdict(h.entry),
+            }
             for h in hits
         ]
         print(json.dumps(rows, ensure_ascii=False, indent=2))

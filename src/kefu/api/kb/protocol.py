@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
@@ -32,16 +33,7 @@ class EntryOut(BaseModel):
 
     @classmethod
     def of(cls, entry: KbEntry) -> EntryOut:
-        return cls(
-            id=entry.id,
-            question=entry.question,
-            answer=entry.answer,
-            category=entry.category,
-            lang=entry.lang,
-            kind=entry.kind,
-            source=entry.source,
-            updated_at=entry.updated_at,
-        )
+        return cls(**dataclasses.asdict(entry))
 
 
 class EntriesOut(BaseModel):
@@ -57,7 +49,7 @@ class HitOut(EntryOut):
     @classmethod
     def of_hit(cls, hit: Hit) -> HitOut:
         return cls(
-            **EntryOut.of(hit.entry).model_dump(),
+            **dataclasses.asdict(hit.entry),
             score=round(hit.score, 4),
             lexical=round(hit.lexical, 4),
             dense=round(hit.dense, 4),
