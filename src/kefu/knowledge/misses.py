@@ -63,14 +63,12 @@ class MissLog:
         self._pending: list[tuple[str, str, str, str, str, float, str, float]] = []
 
     def record(self, message: str, entry: KbEntry, score: float, reason: str) -> None:
-        """Keep a declined message (written by ``flush``, off the answer's path)."""
-        norm = normalize(message)
-        if not norm or salient(message).personal:
-            return
-        row = (norm, message, entry.id, entry.question, entry.answer, score, reason)
+        """Keep a declined message; ``flush`` checks and writes it, off the answer's path."""
+        row = (normalize(message), message, entry.id, entry.question, entry.answer, score, reason)
         self._pending.append((*row, self._clock()))
 
     def flush(self) -> None:
+        self._pending = [row for row in self._pending if row[0] and not salient(row[1]).personal]
         if not self._pending:
             return
         with self._db:
