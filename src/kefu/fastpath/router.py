@@ -91,12 +91,24 @@ class RouterConfig:
     failures_to_handoff: int = 2
 
 
-def route(message: str, hits: Sequence[Hit], *, failures: int, config: RouterConfig) -> Routing:
-    """Route one message; ``hits`` are its KB search results, ``failures`` the number of
-    consecutive earlier turns that failed (tracked per session by the caller)."""
-    order_id = find_order_id(message, config.order_pattern)
-    candidates: list[Candidate] = []
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """What the rule detectors found in a message: read once, before any search, and
+    reused when the search's hits join the contest."""
 
+    order_id: str | None
+    handoff: Candidate | None
+    order: Candidate | None
+    smalltalk: Candidate | None
+
+    def candidates(self) -> list[Candidate]:
+        return [c for c in (self.handoff, self.order, self.smalltalk) if c is not None]
+
+
+def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
+    """``failures`` is the number of consecutive earlier turns that failed (tracked per
+    session by the caller)."""
+    order_id = find_order_id(message, config.order_pattern)
     failed = failures + is_failure_signal(message)
     handoff: Candidate | None = None
     if failed >= config.failures_to_handoff:
@@ -106,20 +118,30 @@ def route(message: str, hits: Sequence[Hit], *, failures: int, config: RouterCon
         confidence, reason = handoff_score(message)  # 1.0 only for an explicit request
         if confidence > 0:
             handoff = Candidate("handoff", confidence, reason)
-    if handoff is not None:
-        candidates.append(handoff)
-
     order: Candidate | None = None
     if order_id is not None:
         order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id)
     elif asks_about_order(message):
         order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
-    if order is not None:
-        candidates.append(order)
-
     small, kind = smalltalk_kind(message)
-    if small > 0:
-        candidates.append(Candidate("smalltalk", small, kind))
+    smalltalk = Candidate("smalltalk", small, kind) if small > 0 else None
+    return Rules(order_id, handoff, order, smalltalk)
+
+
+def route(
+    message: str,
+    hits: Sequence[Hit],
+    *,
+    config: RouterConfig,
+    failures: int = 0,
+    rules: Rules | None = None,
+) -> Routing:
+    """Route one message; ``hits`` are its KB search results. ``rules`` are what
+    ``read_rules`` found in it already (else read here, with ``failures``)."""
+    if rules is None:
+        rules = read_rules(message, failures=failures, config=config)
+    order_id, handoff, order = rules.order_id, rules.handoff, rules.order
+    candidates = rules.candidates()
 
     faq_hit, kb_margin = _top_faq(hits)
     if faq_hit is not None:

@@ -25,7 +25,7 @@ from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
 from kefu.fastpath.orders import OrderBackend, order_reply, order_unavailable_reply
-from kefu.fastpath.router import Candidate, RouterConfig, Routing, route
+from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
 from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors
@@ -140,11 +140,12 @@ class FastPath:
 
     async def plan(self, message: str, *, scope: str, failures: int) -> Plan:
         lang = language(message)
-        routing = route(message, (), failures=failures, config=self.router)
+        rules = read_rules(message, failures=failures, config=self.router)
+        routing = route(message, (), config=self.router, rules=rules)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await self._answer_by_rule(routing, lang)
         return await self.run(
-            lambda: self._exact(message, lang) or self._search(message, scope, lang)
+            lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
 
     def _exact(self, message: str, lang: str) -> Plan | None:
@@ -174,13 +175,13 @@ class FastPath:
         kind = routing.candidates[0].detail or "greeting"
         return Plan(routing, lang, "smalltalk", smalltalk_reply(kind, lang))
 
-    def _search(self, message: str, scope: str, lang: str) -> Plan:
+    def _search(self, message: str, scope: str, lang: str, rules: Rules) -> Plan:
         assert self.kb is not None
         assert self.cache is not None
         assert self.embedder is not None
         vector = self.embedder.embed_queries([message])[0]
         hits = self.kb.search(message, query_vector=vector, k=max(self.settings.kb_passages, 3))
-        routing = route(message, hits, failures=0, config=self.router)
+        routing = route(message, hits, config=self.router, rules=rules)
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
             objection = faq_objection(

@@ -11,6 +11,7 @@ from kefu.fastpath.router import (
     Candidate,
     RouterConfig,
     Routing,
+    read_rules,
     route,
 )
 from kefu.knowledge.base import Hit
@@ -216,3 +217,12 @@ def test_chinese_has_a_threshold_of_its_own() -> None:
     )
     shared = RouterConfig(faq_threshold=0.45, faq_margin=0.03)
     assert go("退货政策", policy, config=shared).intent == "general"
+
+
+@pytest.mark.parametrize(
+    "message", ["what's your returns policy", "where is LH-100234?", "hi", "that didn't help"]
+)
+def test_rules_read_before_the_search_route_the_same(message: str) -> None:
+    rules = read_rules(message, failures=1, config=CONFIG)
+    with_rules = route(message, (RETURNS, REFUND), config=CONFIG, rules=rules)
+    assert with_rules == route(message, (RETURNS, REFUND), failures=1, config=CONFIG)
