@@ -181,3 +181,14 @@ async def test_use_before_open_fails(tmp_path: Path) -> None:
             await store.get_session("s")
     finally:
         await store.close()
+
+
+async def test_resume_reads_the_session_and_its_last_turns_at_once(
+    store: SqliteSessionStore,
+) -> None:
+    await add_turns(store, "s1", 3)
+    session, recent = await store.resume("s1", 2)
+    assert session == await store.get_session("s1")
+    assert recent == await store.recent_turns("s1", 2)
+    assert [m.content for m in recent] == ["q2", "a2", "q3", "a3"]
+    assert await store.resume("nope", 2) == (None, [])

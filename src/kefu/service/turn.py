@@ -118,19 +118,16 @@ async def run_turn(
         # holds the lock, and its store creates the session.
         await runtime.settled(session_id)
         session: Session | None = None
+        stored: list[StoredMessage] = []
         if not is_new:
-            session = await runtime.store.get_session(session_id)
+            # Two turns back at least: this turn's number, and whether the bot failed twice.
+            turns = max(settings.history_turns, 2)
+            session, stored = await runtime.store.resume(session_id, turns)
             if session is None:
                 raise NotFound(
                     f"no session {session_id!r}; omit session_id to start one", param="session_id"
                 )
         timeline.mark("session_locked")
-        # Two turns back at least: this turn's number, and whether the bot failed twice.
-        stored = (
-            []
-            if is_new
-            else await runtime.store.recent_turns(session_id, max(settings.history_turns, 2))
-        )
         turn_number = stored[-1].turn + 1 if stored else 1
         timeline.outcome.turn = turn_number
         repeated = asks_again(message, stored)

@@ -59,6 +59,13 @@ class SessionStore(Protocol):
         """The messages of the last ``turns`` complete turns, oldest first."""
         ...
 
+    async def resume(
+        self, session_id: str, turns: int
+    ) -> tuple[Session | None, list[StoredMessage]]:
+        """``get_session`` and ``recent_turns`` in one trip: what a turn reads before
+        it is routed."""
+        ...
+
     async def messages(self, session_id: str) -> list[StoredMessage]: ...
 
     async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> int:

@@ -86,26 +86,17 @@ class SqliteSessionStore:
         self._executor.shutdown(wait=True)
 
     async def get_session(self, session_id: str) -> Session | None:
-        def select(conn: sqlite3.Connection) -> Session | None:
-            row = conn.execute(
-                f"SELECT {SESSION_FIELDS} FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            return Session(*row) if row else None
-
-        return await self._run(select)
+        return await self._run(lambda conn: _session(conn, session_id))
 
     async def recent_turns(self, session_id: str, turns: int) -> list[StoredMessage]:
-        if turns <= 0:
-            return []
+        return await self._run(lambda conn: _recent_turns(conn, session_id, turns))
 
-        def select(conn: sqlite3.Connection) -> list[StoredMessage]:
-            rows = conn.execute(
-                "SELECT role, content, created_at, meta, turn FROM messages WHERE session_id = ? "
-                "AND turn > (SELECT COALESCE(MAX(turn), 0) FROM messages WHERE session_id = ?) - ? "
-                "ORDER BY id",
-                (session_id, session_id, turns),
-            ).fetchall()
-            return [_message(row) for row in rows]
+    async def resume(
+        self, session_id: str, turns: int
+    ) -> tuple[Session | None, list[StoredMessage]]:
+        def select(conn: sqlite3.Connection) -> tuple[Session | None, list[StoredMessage]]:
+            session = _session(conn, session_id)
+            return session, _recent_turns(conn, session_id, turns) if session else []
 
         return await self._run(select)
 
@@ -230,6 +221,24 @@ def _set_state(
         "state = ?, state_reason = ? WHERE id = ?",
         (state, now, state, reason, session_id),
     )
+
+
+def _session(conn: sqlite3.Connection, session_id: str) -> Session | None:
+    row = conn.execute(f"SELECT {SESSION_FIELDS} FROM sessions WHERE id = ?", (session_id,))
+    found = row.fetchone()
+    return Session(*found) if found else None
+
+
+def _recent_turns(conn: sqlite3.Connection, session_id: str, turns: int) -> list[StoredMessage]:
+    if turns <= 0:
+        return []
+    rows = conn.execute(
+        "SELECT role, content, created_at, meta, turn FROM messages WHERE session_id = ? "
+        "AND turn > (SELECT COALESCE(MAX(turn), 0) FROM messages WHERE session_id = ?) - ? "
+        "ORDER BY id",
+        (session_id, session_id, turns),
+    ).fetchall()
+    return [_message(row) for row in rows]
 
 
 def _message(row: tuple[str, str, float, str, int]) -> StoredMessage:
