@@ -135,6 +135,9 @@ def test_a_complaint_is_a_request_for_a_person_below_explicit(message: str) -> N
         "什么破网站",
         "太差了！！",
         "我很生气",
+        "you people are useless",
+        "hopeless, nobody ever answers my emails",
+        "太差了，打电话也没人接",
     ],
 )
 def test_handoff_angry(message: str) -> None:
