@@ -20,12 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from kefu.errors import NotFound
+from kefu.knowledge.bm25 import terms_of
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.store import KbStore
-from kefu.knowledge.text import normalize, tokens
+from kefu.knowledge.text import normalize
 from kefu.knowledge.vocabulary import KbWords, Vocabulary, entry_words
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
@@ -204,6 +205,11 @@ class KnowledgeBase:
         """Every word the entries use (questions and answers), for the FAQ guard."""
         return self._words.vocabulary
 
+    @property
+    def catalogue(self) -> Vocabulary:
+        """The words of the catalogue entries (category ``catalogue``): what the shop sells."""
+        return self._words.catalogue
+
     def get(self, entry_id: str) -> KbEntry | None:
         return self._index.get(entry_id)
 
@@ -226,7 +232,7 @@ class KnowledgeBase:
             return []
         if query_vector is None:
             query_vector = self._embedder.embed_queries([query])[0]
-        return self._index.search(tokens(query), query_vector, k=k, kind=kind)
+        return self._index.search(terms_of(query), query_vector, k=k, kind=kind)
 
     def add(
         self,
@@ -338,10 +344,11 @@ class KnowledgeBase:
         return KbChange(added, updated, removed)
 
     def load_demo(self) -> KbChange:
-        """Import the bundled demo FAQ (English and Chinese), marked with source "demo"."""
+        """Import the bundled demo (English and Chinese), marked with source "demo": the FAQ
+        and the catalogue, a passage of what the shop sells."""
         entries: list[KbEntry] = []
         for item in sorted(resources.files("kefu.knowledge").joinpath("demo").iterdir(), key=str):
-            if item.name.endswith(".csv"):
+            if item.name.endswith((".csv", ".md")):
                 parsed = parse_bytes(item.read_bytes(), item.name)
                 entries.extend(dataclasses.replace(entry, source="demo") for entry in parsed)
         return self.add(entries)

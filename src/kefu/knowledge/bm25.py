@@ -7,6 +7,10 @@ a Python loop over postings. A removed row's postings stay until the owner
 compacts (its score is masked by the caller), but its document frequency and
 length leave the statistics at once, so IDF is exact after every change.
 
+Latin words are indexed by their Snowball (Porter 2) stem, so "returning" finds
+"returns" and "cracked" finds "crack": customers inflect freely, and an FAQ's wording
+is one choice among many. Chinese has no inflection; its characters and bigrams stay.
+
 Normalisation to [0, 1], comparable across queries: the score is divided by the
 score the query would earn against an ideal document that holds every query
 term with a question's term frequency at average length, i.e. "how much of the
@@ -15,14 +19,17 @@ query's IDF mass this document matches". Repeated query terms count once.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+import snowballstemmer
 
-from kefu.knowledge.text import tokens
+from kefu.knowledge.text import is_cjk_word, tokens
 
 K1 = 1.2
 B = 0.75
@@ -33,10 +40,28 @@ QUESTION_WEIGHT = 2
 Floats = npt.NDArray[np.float32]
 
 
+_ENGLISH = snowballstemmer.stemmer("english")
+_ENGLISH_LOCK = threading.Lock()  # a Snowball stemmer keeps its word in itself
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    with _ENGLISH_LOCK:
+        return str(_ENGLISH.stemWord(word))
+
+
+def terms_of(text: str) -> list[str]:
+    """BM25 terms: ``tokens``, with Latin words stemmed (numbers and ids stay whole)."""
+    return [
+        token if is_cjk_word(token) or not token.isalpha() else _stem(token)
+        for token in tokens(text)
+    ]
+
+
 def entry_terms(question: str, answer: str) -> Counter[str]:
     """Term frequencies of an entry, its question counted QUESTION_WEIGHT times."""
-    terms = Counter(tokens(answer))
-    for term in tokens(question):
+    terms = Counter(terms_of(answer))
+    for term in terms_of(question):
         terms[term] += QUESTION_WEIGHT
     return terms
 
