@@ -147,7 +147,7 @@ class Settings(BaseModel):
         "passages. The FAQ guard's checks apply at any score.",
     )
     faq_threshold_zh: float = Field(
-        0.35,
+        0.28,
         ge=0,
         le=1,
         description="The same for a message with Chinese, whose paraphrases score lower "

@@ -19,6 +19,8 @@ and a message they stop goes to the LLM with the passages instead:
   (``Vocabulary.nearness``): "gym", "router", 电费 are not; "quantity", 划痕 are;
 - and at most one is foreign to the chosen answer's own words: "I sent money to the
   wrong bank account" shares "wrong" with "I received the wrong item", and nothing else.
+  A product the shop's catalogue names is a detail there, as a place is ("can I send
+  the throw blanket back?" asks the return policy, whatever the product).
 
 Unlike the answer cache's guard, negation is not compared: a KB answer is general,
 and "my parcel didn't arrive", 登不上去 or 你们发美国不 ask the same as their entry.
@@ -35,6 +37,7 @@ from kefu.cache.frame import swapped
 from kefu.cache.guard import Salient, salient
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import is_cjk_word, words_of
+from kefu.knowledge.vocabulary import is_catalogue
 
 # Chosen on the dev split of benchmarks/data/answer_quality.csv: the unknown words of
 # paraphrases (quantity, 块) come nearer a KB word than those of near misses (gym, 微信).
@@ -141,6 +144,14 @@ def content_words(message: str, entities: frozenset[str] = frozenset()) -> list[
     ]
 
 
+def uses(lexicon: Lexicon, word: str) -> bool:
+    """Whether the lexicon has the word: a Chinese one as a dictionary word, a Latin one
+    in any of its likely inflections."""
+    if is_cjk_word(word):
+        return word in lexicon
+    return any(form in lexicon for form in _forms(word))
+
+
 def unfamiliar_terms(
     message: str,
     vocabulary: Lexicon,
@@ -154,16 +165,11 @@ def unfamiliar_terms(
     Numbers and ``entities`` (the words of the places named) are not the topic: a
     general answer covers any of them.
     """
-    found = []
-    for word in content_words(message, entities):
-        if is_cjk_word(word):
-            if word in vocabulary:
-                continue
-        elif any(form in vocabulary for form in _forms(word)):
-            continue
-        if vocabulary.nearness(word) < min_nearness:
-            found.append(word)
-    return found
+    return [
+        word
+        for word in content_words(message, entities)
+        if not uses(vocabulary, word) and vocabulary.nearness(word) < min_nearness
+    ]
 
 
 def faq_objection(
@@ -173,6 +179,7 @@ def faq_objection(
     kb_words: Lexicon,
     answer_words: Lexicon,
     phrasings: Sequence[str] = (),
+    catalogue: Lexicon | None = None,
     min_nearness: float = NEAR_ENOUGH,
     entry_facts: Callable[[str], Salient] = salient,
 ) -> str | None:
@@ -182,6 +189,8 @@ def faq_objection(
     the entry's answer and of every question it answers. ``phrasings`` are the other
     questions that share the entry's answer: the message needs to agree with one of
     them ("can't log in" with "I can't log in", not with "How do I reset my password?").
+    ``catalogue`` are the words of the shop's catalogue entries: a product it sells is
+    a detail of a question about anything else (returns cover the blanket too).
     ``entry_facts`` is ``salient`` for the entry's texts, memoised by a caller that
     sees the same entries again and again (most of this function's cost).
     """
@@ -210,6 +219,8 @@ def faq_objection(
     unfamiliar = unfamiliar_terms(message, kb_words, min_nearness, entities=entities)
     if unfamiliar:
         return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
+    if catalogue is not None and not is_catalogue(entry):
+        entities |= {word for word in content_words(message) if uses(catalogue, word)}
     elsewhere = unfamiliar_terms(message, answer_words, min_nearness, entities=entities)
     if len(elsewhere) > OFF_TOPIC_WORDS:
         return "the answer is not about " + ", ".join(elsewhere[:5])

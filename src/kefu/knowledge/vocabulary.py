@@ -20,6 +20,15 @@ from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import normalize, words_of
 
+# Entries in this category describe what the shop sells ("What products do you sell?"):
+# their words name its products and materials, which the FAQ guard reads as details of
+# a question about anything else, as it reads a place or a number.
+CATALOGUE = "catalogue"
+
+
+def is_catalogue(entry: KbEntry) -> bool:
+    return (entry.category or "").casefold() == CATALOGUE
+
 
 def entry_words(entry: KbEntry) -> list[str]:
     """The words an entry adds to the vocabularies (jieba's work, the costly part: an
@@ -111,12 +120,14 @@ class Vocabulary:
 
 class KbWords:
     """The whole knowledge base's vocabulary, each answer's (the words of the answer and
-    of every question it answers), and which questions share an answer."""
+    of every question it answers), the catalogue's (``CATALOGUE`` entries), and which
+    questions share an answer."""
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
         self._vectors = WordVectors(embedder)
         self.vocabulary = Vocabulary(self._vectors)
+        self.catalogue = Vocabulary(self._vectors)
         self._entry_words: dict[str, list[str]] = {}
         self._answers: dict[str, dict[str, KbEntry]] = {}  # normalised answer -> id -> entry
         self._answer_words: dict[str, Vocabulary] = {}
@@ -126,6 +137,8 @@ class KbWords:
         words = entry_words(entry) if words is None else words
         self._entry_words[entry.id] = words
         self.vocabulary.add(words)
+        if is_catalogue(entry):
+            self.catalogue.add(words)
         if entry.kind == "faq":
             key = normalize(entry.answer)
             self._answers.setdefault(key, {})[entry.id] = entry
@@ -137,6 +150,8 @@ class KbWords:
     def remove(self, entry: KbEntry) -> None:
         words = self._entry_words.pop(entry.id, [])
         self.vocabulary.remove(words)
+        if is_catalogue(entry):
+            self.catalogue.remove(words)
         for word in set(words):
             if word not in self.vocabulary:
                 self._vectors.forget(word)

@@ -190,6 +190,7 @@ class FastPath:
                 kb_words=self.kb.vocabulary,
                 answer_words=self.kb.answer_vocabulary(entry),
                 phrasings=self.kb.phrasings(entry),
+                catalogue=self.kb.catalogue,
                 entry_facts=self._entry_facts,
             )
             if objection is None:

@@ -41,11 +41,19 @@ CARE = KbEntry.make(
 PASSWORD = KbEntry.make(
     "How do I reset my password?", "Use the Forgot password link on the login page."
 )
+CATALOGUE = KbEntry.make(
+    "What products do you sell?",
+    "Sofas, armchairs, rugs, lamps, cushions, throws and blankets, in oak, teak and linen.",
+    category="catalogue",
+)
+CATALOGUE_ZH = KbEntry.make(
+    "你们都卖哪些商品？", "沙发、地毯、台灯、靠垫和毯子，材质有橡木、柚木和亚麻。", category="商品"
+)
 HOURS_ZH = KbEntry.make("实体店几点开门？", "实体店每天10:00至21:00营业。")
 RETURNS_ZH = KbEntry.make("退货政策是什么？", "签收后30天内可以退货，请在订单页申请。")
 SHIPPING_ZH = KbEntry.make("能寄到哪些国家？", "我们寄新加坡、马来西亚和日本，不寄美国。")
 ALL = [RETURNS, EXCHANGES, SHIPPING, WRONG_ITEM, PAYMENT, GIFT_CARDS, CARE, PASSWORD]
-ALL += [HOURS_ZH, RETURNS_ZH, SHIPPING_ZH]
+ALL += [HOURS_ZH, RETURNS_ZH, SHIPPING_ZH, CATALOGUE, CATALOGUE_ZH]
 Objection = Callable[..., str | None]  # (message, entry, phrasings=()) -> why, or None
 
 
@@ -55,11 +63,25 @@ def kb_words(static_embedder: StaticEmbedder) -> Vocabulary:
 
 
 @pytest.fixture(scope="module")
-def objection(static_embedder: StaticEmbedder, kb_words: Vocabulary) -> Objection:
-    def check(message: str, entry: KbEntry, phrasings: Sequence[str] = ()) -> str | None:
+def catalogue(static_embedder: StaticEmbedder) -> Vocabulary:
+    return Vocabulary.of([CATALOGUE.answer, "毯子 柚木"], static_embedder)
+
+
+@pytest.fixture(scope="module")
+def objection(
+    static_embedder: StaticEmbedder, kb_words: Vocabulary, catalogue: Vocabulary
+) -> Objection:
+    def check(
+        message: str, entry: KbEntry, phrasings: Sequence[str] = (), *, products: bool = True
+    ) -> str | None:
         answer_words = Vocabulary.of([entry.question, entry.answer, *phrasings], static_embedder)
         return faq_objection(
-            message, entry, kb_words=kb_words, answer_words=answer_words, phrasings=phrasings
+            message,
+            entry,
+            kb_words=kb_words,
+            answer_words=answer_words,
+            phrasings=phrasings,
+            catalogue=catalogue if products else None,
         )
 
     return check
@@ -107,6 +129,20 @@ def test_two_words_foreign_to_the_answer_stop_it(objection: Objection) -> None:
     why = objection("wrong bank account, what should I do?", WRONG_ITEM)
     assert why == "the answer is not about bank, account"
     assert objection("I got the wrong item, what should I do?", WRONG_ITEM) is None
+
+
+def test_a_product_the_catalogue_names_is_a_detail_of_another_answer(
+    objection: Objection,
+) -> None:
+    message = "a linen throw blanket, how do I start a return?"
+    assert objection(message, RETURNS) is None
+    # Without the catalogue the products are words the returns answer never uses.
+    assert objection(message, RETURNS, products=False) == (
+        "the answer is not about linen, throw, blanket"
+    )
+    assert objection("柚木毯子怎么退货", RETURNS_ZH) is None
+    # Only what the shop sells: another domain's words still stop it.
+    assert objection("a gym membership, how do I start a return?", RETURNS) is not None
 
 
 def test_saying_what_it_is_not_about_stops_it(objection: Objection) -> None:

@@ -7,31 +7,35 @@ from importlib import resources
 from pathlib import Path
 
 from kefu.knowledge.embedder import StaticEmbedder
+from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.text import is_cjk_word, normalize, words_of
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data"
 
 
-def demo_rows() -> list[dict[str, str]]:
+def demo_entries() -> list[KbEntry]:
     folder = resources.files("kefu.knowledge").joinpath("demo")
-    rows: list[dict[str, str]] = []
-    for name in ("shop_en.csv", "shop_zh.csv"):
-        rows += csv.DictReader(folder.joinpath(name).read_text("utf-8").splitlines())
-    return rows
+    return [
+        entry
+        for item in folder.iterdir()
+        if item.name.endswith((".csv", ".md"))
+        for entry in parse_bytes(item.read_bytes(), item.name)
+    ]
 
 
 def test_no_evaluation_message_is_a_demo_question() -> None:
     # benchmarks/answer_quality.py measures paraphrases; a message that is a demo
     # question word for word is answered from a dict and would flatter the figures.
     messages: list[str] = []
-    for name in ("answer_quality.csv", "answer_quality_fresh.csv"):
+    for name in ("answer_quality.csv", "answer_quality_fresh.csv", "answer_quality_fresh2.csv"):
         with (DATA / name).open(encoding="utf-8", newline="") as f:
             messages += [row["message"] for row in csv.DictReader(f)]
     with (DATA / "cache_pairs.csv").open(encoding="utf-8", newline="") as f:
         messages += [
             q for row in csv.DictReader(f) for q in (row["question"], row["cached_question"])
         ]
-    questions = {normalize(row["question"]) for row in demo_rows()}
+    questions = {normalize(entry.question) for entry in demo_entries()}
     assert [m for m in messages if normalize(m) in questions] == []
 
 
@@ -40,8 +44,8 @@ def test_every_latin_word_of_the_demo_is_in_the_table(static_embedder: StaticEmb
     # be left out of the vector: run scripts/distill-embeddings after editing the demo.
     missing = {
         word
-        for row in demo_rows()
-        for word in words_of(f"{row['question']}\n{row['answer']}")
+        for entry in demo_entries()
+        for word in words_of(f"{entry.question}\n{entry.answer}")
         if not is_cjk_word(word) and not word.isdigit() and not static_embedder.rows_of(word)
     }
     assert not missing, f"run scripts/distill-embeddings; not in the table: {sorted(missing)[:10]}"

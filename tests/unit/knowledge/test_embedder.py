@@ -99,6 +99,20 @@ def test_phrasings_and_answer_words_follow_changes(
     kb.close()
 
 
+def test_the_catalogue_holds_the_words_of_catalogue_entries_only(
+    tmp_path: Path, static_embedder: StaticEmbedder
+) -> None:
+    kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
+    sells = KbEntry.make("What do you sell?", "Sofas, rugs and blankets.", category="Catalogue")
+    returns = KbEntry.make("How do I return?", "Start a return in My Orders.", category="returns")
+    kb.add([sells, returns])
+    assert "blankets" in kb.catalogue
+    assert "return" not in kb.catalogue
+    kb.remove([sells.id])
+    assert "blankets" not in kb.catalogue
+    kb.close()
+
+
 def test_words_kept_in_step_equal_a_fresh_build(
     tmp_path: Path, static_embedder: StaticEmbedder
 ) -> None:
