@@ -10,8 +10,9 @@ first message of a new session, then the pairs of ``data/cache_pairs.csv``:
               source is the message cached earlier, right when it is a paraphrase of the
               same entry in the data file
   false hits  a row not meant for the KB (expected intent other than faq) answered from the
-              KB or the cache, or a paraphrase answered from the wrong entry; cache probes:
-              a same=0 pair answered from the cache, or a pair's question answered from the KB
+              KB or the cache, or a paraphrase answered from the wrong entry (the target's
+              row, over the data file's messages); then again with the cache probes: a
+              same=0 pair answered from the cache, or a pair's question answered from the KB
   routing     all rows: the ``done`` event's route.intent is the expected intent
   cache       per pair: ``cached_question`` in a new session (goes to the LLM and is cached),
               then ``question`` in another new session; same=1 should hit, same=0 must not
@@ -44,7 +45,7 @@ from harness import kefu_server
 
 DATA = Path(__file__).parent / "data"
 KB_TIERS = {"faq", "cache"}
-TARGETS = {"answered": "≥ 90 %", "false hits": "≤ 2 %", "routing": "≥ 95 %"}
+TARGETS = {"answered": "≥ 90 %", "false hits, messages": "≤ 2 %", "routing": "≥ 95 %"}
 
 
 @dataclass
@@ -212,6 +213,7 @@ async def evaluate(
                 tally(lang, "answered", right)
                 wrong_entry = from_kb and not right
                 tally(lang, "false hits", not wrong_entry)
+                tally(lang, "false hits, messages", not wrong_entry)
                 tally(lang, "wrong KB entry", not wrong_entry)
                 if not right:
                     problems.append("wrong entry" if wrong_entry else "not answered")
@@ -219,6 +221,7 @@ async def evaluate(
                     problems.append(f"search top-1={hit!r}")
             elif want != "faq":
                 tally(lang, "false hits", not from_kb)
+                tally(lang, "false hits, messages", not from_kb)
                 tally(lang, "non-FAQ answered from KB", not from_kb)
                 if from_kb:
                     problems.append("false hit")
@@ -269,7 +272,8 @@ ROWS: list[tuple[str, str, bool]] = [
     ("retrieval", "retrieval top-1 (/kb/search)", False),
     ("answered", "answered top-1 (tier faq|cache)", False),
     ("routing", "routing (route.intent)", False),
-    ("false hits", "false hits, all", True),
+    ("false hits, messages", "false hits, data-file messages", True),
+    ("false hits", "false hits, with the cache probes", True),
     ("wrong KB entry", "  paraphrase from wrong entry", True),
     ("non-FAQ answered from KB", "  non-FAQ row from KB/cache", True),
     ("cache false hits (same=0)", "  cache probe, same=0 hit", True),
@@ -305,7 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--split",
         choices=["dev", "test", "fresh", "fresh2", "all"],
         default="test",
-        help="dev: thresholds are chosen on it; test: held out from that; fresh, fresh2 "
+        help="dev: thresholds are chosen on it (the zh one on fresh too); test: held out "
+        "from that; fresh, fresh2 "
         "(data/answer_quality_fresh*.csv): realistic messages by writers who saw only the "
         "demo knowledge base; fresh has been tuned on since, fresh2 is held out",
     )

@@ -54,11 +54,11 @@ import numpy as np
 
 from harness import percentile
 from kefu.knowledge.base import KnowledgeBase
-from kefu.knowledge.bm25 import K1, B, entry_terms
+from kefu.knowledge.bm25 import K1, B, entry_terms, terms_of
 from kefu.knowledge.embedder import Embedder, StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_file
-from kefu.knowledge.text import normalize, tokens
+from kefu.knowledge.text import normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "src" / "kefu" / "knowledge" / "demo"
@@ -127,7 +127,8 @@ class RandomEmbedder:
 
 
 def demo_entries() -> list[KbEntry]:
-    return [e for path in sorted(DEMO.glob("*.csv")) for e in parse_file(path)]
+    paths = sorted(p for p in DEMO.iterdir() if p.suffix in (".csv", ".md"))
+    return [e for path in paths for e in parse_file(path)]
 
 
 def rows() -> list[dict[str, str]]:
@@ -169,7 +170,7 @@ class NaiveBm25:
 
     def top(self, query: str, k: int) -> list[int]:
         n = len(self.docs)
-        terms = list(dict.fromkeys(tokens(query)))
+        terms = list(dict.fromkeys(terms_of(query)))
         idf = {t: math.log(1 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5)) for t in terms}
         scores = []
         for doc, length in zip(self.docs, self.lengths, strict=True):

@@ -342,6 +342,15 @@ def test_chinese_has_a_threshold_of_its_own(client_factory: ClientFactory) -> No
         assert "below threshold 1.00" in chinese["route"]["reason"]
 
 
+def test_a_product_from_the_demo_catalogue_is_a_detail(fast: TestClient) -> None:
+    # The damage answer's phrasings never name a teak bench; the catalogue does.
+    done = chat(fast, "the teak bench arrived with a crack, what should i do?")["done"]
+    assert done["tier"] == "faq"
+    damaged = fast.get(f"/kb/entries/{done['source']['id']}").json()
+    assert damaged["category"] == "problems"
+    assert "damage" in damaged["answer"].casefold()
+
+
 def test_a_declined_question_is_kept_for_the_knowledge_base(
     client_factory: ClientFactory, tmp_path: Path
 ) -> None:

@@ -9,7 +9,8 @@ and a message they stop goes to the LLM with the passages instead:
   countries, so it answers "do you ship to Brazil?" too);
 - the message does not say what it is *not* asking ("I don't need a password reset,
   I forgot my email", 我不是要退货，就想问…), nor ask what the shop sells ("do you sell
-  sofa legs?", 你们卖沙发套吗) of an entry that is not about that;
+  sofa legs?", 你们卖沙发套吗) or which product to choose ("which duvet size should I
+  buy?") of an entry that is not about that;
 - against one of the phrasings that share the entry's answer: no opposite picked
   ("before" vs "after", 退货 vs 换货) and not the same sentence with one word swapped
   (邮局几点开门 vs 实体店几点开门);
@@ -19,8 +20,8 @@ and a message they stop goes to the LLM with the passages instead:
   (``Vocabulary.nearness``): "gym", "router", 电费 are not; "quantity", 划痕 are;
 - and at most one is foreign to the chosen answer's own words: "I sent money to the
   wrong bank account" shares "wrong" with "I received the wrong item", and nothing else.
-  A product the shop's catalogue names is a detail there, as a place is ("can I send
-  the throw blanket back?" asks the return policy, whatever the product).
+  A product the shop's catalogue names is a detail there, as a place is ("the teak
+  bench arrived cracked" asks what to do about damage, whatever the product).
 
 Unlike the answer cache's guard, negation is not compared: a KB answer is general,
 and "my parcel didn't arrive", 登不上去 or 你们发美国不 ask the same as their entry.
@@ -101,6 +102,13 @@ _SELLS = re.compile(
     re.IGNORECASE,
 )
 
+# "Which duvet size should I buy?", 推荐一款…: advice on what to buy, which a policy
+# answer that shares the product's words (exchanging a duvet) does not give.
+_ADVICE = re.compile(
+    r"\b(?:which|what) (?:\w+ ){0,2}(?:should|would you|do you recommend|to (?:buy|get|choose))\b"
+    r"|\brecommend|\bsuitable for\b|推荐|适合|选哪|哪款好|哪个好",
+    re.IGNORECASE,
+)
 
 # Days and months: a detail of when, like a number; the general answer covers any of
 # them ("if I order on a Wednesday can it come the same day?").
@@ -162,12 +170,16 @@ def unfamiliar_terms(
     """Content words of the message that the knowledge base neither uses nor comes near.
 
     Chinese is judged by dictionary words, Latin words by their inflected forms.
-    Numbers and ``entities`` (the words of the places named) are not the topic: a
-    general answer covers any of them.
+    Numbers and ``entities`` (the words of the places and days named) are not the
+    topic: a general answer covers any of them.
     """
+    return _unfamiliar(content_words(message, entities), vocabulary, min_nearness)
+
+
+def _unfamiliar(words: Sequence[str], vocabulary: Lexicon, min_nearness: float) -> list[str]:
     return [
         word
-        for word in content_words(message, entities)
+        for word in words
         if not uses(vocabulary, word) and vocabulary.nearness(word) < min_nearness
     ]
 
@@ -189,8 +201,8 @@ def faq_objection(
     the entry's answer and of every question it answers. ``phrasings`` are the other
     questions that share the entry's answer: the message needs to agree with one of
     them ("can't log in" with "I can't log in", not with "How do I reset my password?").
-    ``catalogue`` are the words of the shop's catalogue entries: a product it sells is
-    a detail of a question about anything else (returns cover the blanket too).
+    ``catalogue`` are the products the shop's catalogue entries name: a product it
+    sells is a detail of a question about anything else (returns cover the blanket too).
     ``entry_facts`` is ``salient`` for the entry's texts, memoised by a caller that
     sees the same entries again and again (most of this function's cost).
     """
@@ -208,20 +220,22 @@ def faq_objection(
         return "the message says what it is not asking about"
     if _SELLS.search(message) and not _SELLS.search(text):
         return "the message asks what the shop sells; the entry is not about that"
+    if _ADVICE.search(message) and not _ADVICE.search(text):
+        return "the message asks which product to choose; the entry is not about that"
     differences = [_differs(asked, entry_facts(q)) for q in (entry.question, *phrasings)]
     if all(differences):
         return differences[0]
-    entities = _place_words(asked) | _WHEN
-    if not content_words(message, entities):
+    topic = content_words(message, _place_words(asked) | _WHEN)
+    if not topic:
         # "what time is it in London?" shares only a place and generic words with the
         # phrasing that matched it: nothing says the topic is the same.
         return "the message names no topic of its own"
-    unfamiliar = unfamiliar_terms(message, kb_words, min_nearness, entities=entities)
+    unfamiliar = _unfamiliar(topic, kb_words, min_nearness)
     if unfamiliar:
         return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
     if catalogue is not None and not is_catalogue(entry):
-        entities |= {word for word in content_words(message) if uses(catalogue, word)}
-    elsewhere = unfamiliar_terms(message, answer_words, min_nearness, entities=entities)
+        topic = [word for word in topic if not uses(catalogue, word)]
+    elsewhere = _unfamiliar(topic, answer_words, min_nearness)
     if len(elsewhere) > OFF_TOPIC_WORDS:
         return "the answer is not about " + ", ".join(elsewhere[:5])
     return None

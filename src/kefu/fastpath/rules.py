@@ -213,9 +213,10 @@ _MILD_ANGER = _any(
     r"\b(?:useless|terrible|horrible|awful|ridiculous|absurd|annoying|annoyed|angry|furious|"
     r"frustrat\w+|disappoint\w*|incompetent|nonsense|hopeless|sucks?)\b",
     # "you people", "nobody ever answers": the anger of a customer left waiting
-    r"\byou people\b",
-    r"\b(?:no ?one|nobody) (?:ever |even )?(?:answers|replies|responds|gets back|calls back)\b",
-    r"没人(?:回|理|管|接)",
+    r"(?<!thank )\byou people\b(?! (?:are|were) (?:great|amazing|awesome|the best|so helpful))",
+    r"\b(?:no ?one|nobody) (?:ever |even )?(?:answers|replies|responds|gets back|calls back)"
+    r"\b(?! the door)",
+    r"没人(?:回|理|管|接)(?!收|货|快递|包裹)",
     r"太差|很差|真差|差劲|差评|太烂|烂透|无语|搞什么|离谱|恶心|失望|生气|愤怒|什么鬼",
 )
 _EXCLAIM = re.compile(r"[!！]{2,}|[?？][!！]|[!！][?？]")

@@ -56,12 +56,13 @@ _PHRASES: tuple[tuple[str, str], ...] = (
         r"(?:i )?appreciate (?:it|that|your help)|many thanks|you(?:'re| are) "
         r"(?:great|awesome|amazing|the best|so helpful|very helpful|helpful)|"
         r"that(?:'s| was| is) (?:very |really |so )?helpful|great help|"
-        r"that (?:helped|helps|solved it|answers? (?:it|my question))|problem solved",
+        r"that (?:helped|helps|solved it|answers? (?:it|my question))(?!\s*\?)"
+        r"|problem solved(?!\s*\?)",
     ),
     (
         "thanks",
         r"谢谢|多谢|感谢|谢啦|谢了|辛苦了|辛苦|麻烦你了|麻烦了|太感谢|你真棒|你太棒了|"
-        r"帮(?:了)?大忙了?|(?:问题)?解决了",
+        r"帮(?:了)?大忙了?|(?:问题)?解决了(?!\s*[?？吗没么])",
     ),
     (
         "goodbye",

@@ -53,7 +53,7 @@ def _stem(word: str) -> str:
 def terms_of(text: str) -> list[str]:
     """BM25 terms: ``tokens``, with Latin words stemmed (numbers and ids stay whole)."""
     return [
-        token if is_cjk_word(token) or not token.isalpha() else _stem(token)
+        token if is_cjk_word(token) or not token.replace("'", "").isalpha() else _stem(token)
         for token in tokens(text)
     ]
 

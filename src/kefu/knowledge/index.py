@@ -14,7 +14,8 @@ benchmarks/data/answer_quality.csv, by what the router then serves (answered,
 false hits and routing at each weight's best thresholds): with the static word
 table, whose vectors lose word order and context, lexical evidence counts as much
 as dense (0.5: EN/ZH answered 95/95 %, false hits 0.9/0.4 %; 0.9: 94/90 %,
-1.7/2.2 %). With the transformer it replaced, 0.9 had been best.
+1.7/2.2 %; measured before BM25 stemmed English). With the transformer it replaced,
+0.9 had been best.
 """
 
 from __future__ import annotations

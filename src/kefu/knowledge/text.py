@@ -2,8 +2,8 @@
 
 Two ways to cut Chinese, each where it serves best:
 
-- ``tokens`` (BM25, the cache's guards): a CJK run becomes its characters and
-  their bigrams, which never miss a shop's own vocabulary;
+- ``tokens`` (BM25, which stems the Latin ones: ``bm25.terms_of``): a CJK run
+  becomes its characters and their bigrams, which never miss a shop's own vocabulary;
 - ``words_of`` (the embedder, the FAQ guard's unfamiliar words): jieba's
   dictionary words (no HMM guessing, so every word is a dictionary word), since
   a word means something its characters do not (微信 is neither 微 nor 信).

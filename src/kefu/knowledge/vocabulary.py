@@ -11,6 +11,7 @@ change to a 10 000-entry knowledge base must not hold up the answers for seconds
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -20,14 +21,32 @@ from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import normalize, words_of
 
-# Entries in this category describe what the shop sells ("What products do you sell?"):
-# their words name its products and materials, which the FAQ guard reads as details of
-# a question about anything else, as it reads a place or a number.
+# Entries in this category (any case) list what the shop sells: the products they name
+# are details of a question about anything else for the FAQ guard, as a place or a
+# number is ("can I send the throw blanket back?" asks the return policy).
 CATALOGUE = "catalogue"
+# A catalogue's sentences, a label before a colon ("Bedroom: beds, wardrobes"), and its
+# items: split at commas, brackets and "and"; the last word of an item names the product.
+_SENTENCE = re.compile(r"[.;!?\n。；！？]+")
+_LABEL = re.compile(r"^[^:：]*[:：]")
+_ITEM = re.compile(r"[,，、()（）]|\b(?:and|or|plus)\b|以及|及|和|与|或")
 
 
 def is_catalogue(entry: KbEntry) -> bool:
     return (entry.category or "").casefold() == CATALOGUE
+
+
+def catalogue_products(text: str) -> list[str]:
+    """The products a catalogue text names: the head word of each listed item ("picture
+    frames" -> frames, 记忆棉床垫 -> 床垫), so that "picture" or "office" in "office
+    chairs" stay what they are elsewhere. A lone Chinese character is too vague to keep."""
+    products: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        for item in _ITEM.split(_LABEL.sub("", sentence.strip())):
+            words = [w for w in words_of(item) if not w.isdigit()]
+            if words and len(words[-1]) > 1:
+                products.append(words[-1])
+    return products
 
 
 def entry_words(entry: KbEntry) -> list[str]:
@@ -120,7 +139,7 @@ class Vocabulary:
 
 class KbWords:
     """The whole knowledge base's vocabulary, each answer's (the words of the answer and
-    of every question it answers), the catalogue's (``CATALOGUE`` entries), and which
+    of every question it answers), the products of the ``CATALOGUE`` entries, and which
     questions share an answer."""
 
     def __init__(self, embedder: Embedder) -> None:
@@ -129,6 +148,7 @@ class KbWords:
         self.vocabulary = Vocabulary(self._vectors)
         self.catalogue = Vocabulary(self._vectors)
         self._entry_words: dict[str, list[str]] = {}
+        self._products: dict[str, list[str]] = {}  # catalogue entry id -> its products
         self._answers: dict[str, dict[str, KbEntry]] = {}  # normalised answer -> id -> entry
         self._answer_words: dict[str, Vocabulary] = {}
 
@@ -138,7 +158,8 @@ class KbWords:
         self._entry_words[entry.id] = words
         self.vocabulary.add(words)
         if is_catalogue(entry):
-            self.catalogue.add(words)
+            products = self._products[entry.id] = catalogue_products(entry.answer)
+            self.catalogue.add(products)
         if entry.kind == "faq":
             key = normalize(entry.answer)
             self._answers.setdefault(key, {})[entry.id] = entry
@@ -150,8 +171,7 @@ class KbWords:
     def remove(self, entry: KbEntry) -> None:
         words = self._entry_words.pop(entry.id, [])
         self.vocabulary.remove(words)
-        if is_catalogue(entry):
-            self.catalogue.remove(words)
+        self.catalogue.remove(self._products.pop(entry.id, []))
         for word in set(words):
             if word not in self.vocabulary:
                 self._vectors.forget(word)

@@ -153,6 +153,21 @@ def test_anger_with_a_request_is_a_request_that_apologises() -> None:
     assert handoff_score("terrible. a human please") == (1.0, ASKED_FOR_HUMAN)
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "If no one answers the door, what then?!",
+        "thank you people!!",
+        "you people are great!!",
+        "家里没人接收快递怎么办？！",
+    ],
+)
+def test_waiting_words_that_are_not_anger(message: str) -> None:
+    # The "?!" or "!!" is the one mild sign: the words add none, so no handoff.
+    confidence, _ = handoff_score(message)
+    assert confidence == pytest.approx(0.6)
+
+
 def test_one_mild_sign_is_weak() -> None:
     # One "terrible" or "!!" alone is not enough to leave the answer path (router: 0.7).
     for message in ("the colour is terrible", "Hello!!", "THIS IS NOT OK AT ALL", "很失望"):

@@ -73,6 +73,9 @@ def test_smalltalk(message: str, kind: str) -> None:
         "   ",
         "收到货了",
         "早点发货可以吗",
+        "that helps?",  # asks whether it does
+        "问题解决了吗",
+        "解决了？",
     ],
 )
 def test_not_smalltalk(message: str) -> None:

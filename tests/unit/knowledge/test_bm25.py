@@ -7,6 +7,7 @@ from kefu.knowledge.bm25 import Bm25Index, entry_terms, terms_of
 
 def test_english_words_are_stemmed_numbers_and_chinese_are_not() -> None:
     assert terms_of("Returning 2 cracked lamps") == ["return", "2", "crack", "lamp"]
+    assert terms_of("the order's status") == ["the", "order", "status"]
     assert terms_of("LH-100234") == ["lh", "100234"]
     assert terms_of("退货") == ["退", "货", "退货"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from kefu.knowledge.base import KnowledgeBase, prepared
 from kefu.knowledge.embedder import TABLE, StaticEmbedder
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import words_of
-from kefu.knowledge.vocabulary import Vocabulary, entry_words
+from kefu.knowledge.vocabulary import Vocabulary, catalogue_products, entry_words
 
 
 def cosine(embedder: StaticEmbedder, a: str, b: str) -> float:
@@ -99,17 +100,37 @@ def test_phrasings_and_answer_words_follow_changes(
     kb.close()
 
 
-def test_the_catalogue_holds_the_words_of_catalogue_entries_only(
+def test_catalogue_products_are_the_head_words_of_the_listed_items() -> None:
+    text = "Bedroom: beds, memory foam mattresses and picture frames (oak or teak). Plus 2 rugs."
+    assert catalogue_products(text) == ["beds", "mattresses", "frames", "oak", "teak", "rugs"]
+    assert catalogue_products("卧室：床架、记忆棉床垫和衣柜；材质：柚木。") == [
+        "床架",
+        "床垫",
+        "衣柜",
+        "柚木",
+    ]
+
+
+def test_the_catalogue_follows_the_category_of_its_entries(
     tmp_path: Path, static_embedder: StaticEmbedder
 ) -> None:
     kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
-    sells = KbEntry.make("What do you sell?", "Sofas, rugs and blankets.", category="Catalogue")
+    sells = KbEntry.make(
+        "What do you sell?", "Sofas, rugs and wool blankets.", category="Catalogue"
+    )
     returns = KbEntry.make("How do I return?", "Start a return in My Orders.", category="returns")
     kb.add([sells, returns])
     assert "blankets" in kb.catalogue
+    assert "wool" not in kb.catalogue  # a modifier, not a product
     assert "return" not in kb.catalogue
-    kb.remove([sells.id])
+    # The same question moved to another category leaves the catalogue...
+    kb.add([dataclasses.replace(sells, category="about us")])
     assert "blankets" not in kb.catalogue
+    # ...and a removed catalogue entry takes its products with it.
+    kb.add([sells])
+    assert "rugs" in kb.catalogue
+    kb.remove([sells.id])
+    assert len(kb.catalogue) == 0
     kb.close()
 
 
@@ -137,6 +158,7 @@ def test_words_kept_in_step_equal_a_fresh_build(
         # no stale word left behind in the answer's group (the updated entry moved out)
         assert len(kb.answer_vocabulary(entry)) == len(fresh.answer_vocabulary(entry))
     assert len(kb.vocabulary) == len(fresh.vocabulary)
+    assert len(kb.catalogue) == len(fresh.catalogue)
     assert "password" not in kb.vocabulary
     kb.close()
     fresh.close()
