@@ -168,6 +168,21 @@ def test_a_product_is_no_detail_of_a_catalogue_entry(objection: Objection) -> No
     assert objection(message, as_catalogue) == "the answer is not about cushions, blankets"
 
 
+def test_a_follow_up_on_an_earlier_message_stops_it(objection: Objection) -> None:
+    why = "the message follows on from an earlier one"
+    assert objection("And the refund?", RETURNS) == why
+    assert objection("what about Japan?", SHIPPING) == why
+    assert objection("运费呢？", SHIPPING_ZH) == why
+    # An ordinal names no topic: "the second one" of what?
+    assert objection("I want the second one", EXCHANGES) == "the message names no topic of its own"
+
+
+def test_a_request_for_advice_stops_an_entry_about_something_else(objection: Objection) -> None:
+    why = "the message asks which product to choose; the entry is not about that"
+    assert objection("which size should I buy for a queen bed?", EXCHANGES) == why
+    assert objection("推荐一款适合小户型的沙发", CARE) == why
+
+
 def test_saying_what_it_is_not_about_stops_it(objection: Objection) -> None:
     message = "I don't need a password reset, I forgot which email I signed up with"
     assert objection(message, PASSWORD) == "the message says what it is not asking about"
