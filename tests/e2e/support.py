@@ -216,6 +216,20 @@ def chat_frames(http: httpx.Client, body: dict[str, Any]) -> list[SseFrame]:
         return list(sse_frames(response.iter_bytes()))
 
 
+def chat_stream(
+    http: httpx.Client, message: str, session_id: str | None = None, **fields: Any
+) -> list[SseFrame]:
+    """One turn's frames: ``meta`` first and ``done`` last, whatever comes between."""
+    body: dict[str, Any] = {"message": message, **fields}
+    if session_id is not None:
+        body["session_id"] = session_id
+    frames = chat_frames(http, body)
+    events = [frame.event or "" for frame in frames]
+    assert events[0] == "meta", events
+    assert events[-1] == "done", events
+    return frames
+
+
 @contextmanager
 def running_kefu(base: Path, *args: str) -> Iterator[KefuServer]:
     """``kefu serve ARGS`` with its data dir and log under ``base``; stopped on exit."""

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.support import Stopped, chat_frames
+from tests.e2e.support import Stopped, chat_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -35,14 +35,8 @@ class TurnResult:
 
 
 def chat_turn(http: httpx.Client, message: str, session_id: str | None = None) -> TurnResult:
-    body: dict[str, Any] = {"message": message, "user_id": USER_ID}
-    if session_id is not None:
-        body["session_id"] = session_id
-    frames = chat_frames(http, body)
-
+    frames = chat_stream(http, message, session_id, user_id=USER_ID)
     events = [frame.event or "" for frame in frames]
-    assert events[0] == "meta", events
-    assert events[-1] == "done", events
     assert set(events[1:-1]) == {"token"}, f"only tokens between meta and done: {events}"
     tokens = [frame.json()["text"] for frame in frames[1:-1]]
     assert all(isinstance(t, str) and t for t in tokens), tokens

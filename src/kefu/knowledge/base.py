@@ -207,7 +207,7 @@ class KnowledgeBase:
 
     @property
     def catalogue(self) -> Vocabulary:
-        """The words of the catalogue entries (category ``catalogue``): what the shop sells."""
+        """The products the catalogue entries (category ``catalogue``) list: what the shop sells."""
         return self._words.catalogue
 
     def get(self, entry_id: str) -> KbEntry | None:
