@@ -22,11 +22,10 @@ import numpy as np
 from kefu.errors import NotFound
 from kefu.knowledge.bm25 import terms_of
 from kefu.knowledge.embedder import Embedder, Vectors
-from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.entries import KbEntry, entry_id
 from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.store import KbStore
-from kefu.knowledge.text import normalize
 from kefu.knowledge.vocabulary import KbWords, Vocabulary, entry_words
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
@@ -115,7 +114,6 @@ class KnowledgeBase:
         self._store = store
         self._embedder = embedder
         self._index = HybridIndex(embedder.dim)
-        self._exact: dict[str, KbEntry] | None = None  # normalised FAQ question -> entry
         self._words = KbWords(embedder)  # kept in step by _put and _drop
         self._revs: dict[str, int] = {}
         self._version = -1
@@ -163,15 +161,13 @@ class KnowledgeBase:
                 self._words.remove(old)
             self._words.add(entry, (words or {}).get(digest(embed_texts(entry))))
         self._index.upsert(entries, vectors)
-        self._exact = None
 
     def _drop(self, ids: Sequence[str]) -> None:
-        for entry_id in ids:
-            old = self._index.get(entry_id)
+        for doomed in ids:
+            old = self._index.get(doomed)
             if old is not None:
                 self._words.remove(old)
         self._index.remove(ids)
-        self._exact = None
 
     def __len__(self) -> int:
         return len(self._index)
@@ -179,17 +175,13 @@ class KnowledgeBase:
     def prepare(self) -> None:
         """Build now what the FAQ guard reads, so no customer's message waits for it."""
         self._words.prepare()
-        self._exact_questions()
 
     def exact(self, message: str) -> KbEntry | None:
         """The FAQ entry whose question is the message, word for word (case, spaces and
-        edge punctuation aside): a clicked suggestion, a copied question. No model needed."""
-        return self._exact_questions().get(normalize(message))
-
-    def _exact_questions(self) -> dict[str, KbEntry]:
-        if self._exact is None:
-            self._exact = {normalize(e.question): e for e in self._index if e.kind == "faq"}
-        return self._exact
+        edge punctuation aside): a clicked suggestion, a copied question. No model needed:
+        an entry's id is the digest of its normalised question."""
+        entry = self._index.get(entry_id(message))
+        return entry if entry is not None and entry.kind == "faq" else None
 
     def phrasings(self, entry: KbEntry) -> list[str]:
         """The questions of the other FAQ entries with the same answer as this one."""
@@ -307,8 +299,8 @@ class KnowledgeBase:
         empty = np.zeros((0, self._embedder.dim), dtype=np.float32)
         self._store.write([], empty, unique)
         self._drop(unique)
-        for entry_id in unique:
-            del self._revs[entry_id]
+        for gone_id in unique:
+            del self._revs[gone_id]
         return pending + KbChange(removed=removed)
 
     def refresh(self) -> KbChange:
@@ -337,8 +329,8 @@ class KnowledgeBase:
             ok = reuse and vector.shape == (self._embedder.dim,)
             vectors.append(vector if ok else self._embed([entry], None)[0])
         self._drop(gone)
-        for entry_id in gone:
-            del self._revs[entry_id]
+        for gone_id in gone:
+            del self._revs[gone_id]
         if writes:
             self._put(writes, np.stack(vectors))
         return KbChange(added, updated, removed)
