@@ -132,7 +132,7 @@ class Lexicon(Protocol):
 
     def __contains__(self, word: str) -> bool: ...
 
-    def nearness(self, word: str) -> float: ...
+    def nearness_of(self, words: Sequence[str]) -> list[float]: ...
 
 
 def _forms(word: str) -> list[str]:
@@ -186,11 +186,9 @@ def unfamiliar_terms(
 
 
 def _unfamiliar(words: Sequence[str], vocabulary: Lexicon, min_nearness: float) -> list[str]:
-    return [
-        word
-        for word in words
-        if not uses(vocabulary, word) and vocabulary.nearness(word) < min_nearness
-    ]
+    unused = [word for word in words if not uses(vocabulary, word)]
+    nearness = vocabulary.nearness_of(unused)
+    return [word for word, near in zip(unused, nearness, strict=True) if near < min_nearness]
 
 
 def faq_objection(
@@ -233,9 +231,9 @@ def faq_objection(
         return "the message asks which product to choose; the entry is not about that"
     if _FOLLOW_UP.search(message):
         return "the message follows on from an earlier one"
-    differences = [_differs(asked, entry_facts(q)) for q in (entry.question, *phrasings)]
-    if all(differences):
-        return differences[0]
+    first_difference = _differs(asked, entry_facts(entry.question))
+    if first_difference is not None and all(_differs(asked, entry_facts(q)) for q in phrasings):
+        return first_difference
     topic = content_words(message, _place_words(asked) | _WHEN)
     if not topic:
         # "what time is it in London?" shares only a place and generic words with the

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -121,10 +121,16 @@ class Vocabulary:
     def nearness(self, word: str) -> float:
         """The cosine between the word and the nearest word here (0 for a word the
         embedder does not know, or an empty vocabulary)."""
+        return self.nearness_of([word])[0]
+
+    def nearness_of(self, words: Sequence[str]) -> list[float]:
+        """``nearness`` of each word, the rows stacked once (an answer's vocabulary does
+        not keep them)."""
         matrix = self._rows()
-        if not len(matrix):
-            return 0.0
-        return float(np.max(matrix @ self._vectors(word, keep=False)))
+        if not len(matrix) or not words:
+            return [0.0] * len(words)
+        queries = np.stack([self._vectors(word, keep=False) for word in words])
+        return [float(best) for best in np.max(queries @ matrix.T, axis=1)]
 
     def _rows(self) -> Vectors:
         if self._matrix is not None:
