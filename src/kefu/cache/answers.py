@@ -94,11 +94,14 @@ class AnswerCache:
 
     # --- serving ----------------------------------------------------------------------
 
-    def lookup(self, scope: str, question: str, vector: Vectors) -> Lookup:
+    def lookup(
+        self, scope: str, question: str, vector: Vectors, facts: Salient | None = None
+    ) -> Lookup:
+        """``facts`` are ``salient(question)`` when the caller has them already."""
         now = self._clock()
         self.refresh()
         self._expire(now)
-        result = self._find(scope, question, vector)
+        result = self._find(scope, question, vector, salient(question) if facts is None else facts)
         if result.answer is not None:
             entry = self._entries[result.answer.id]
             entry.answer = replace(entry.answer, hits=entry.answer.hits + 1)
@@ -135,8 +138,7 @@ class AnswerCache:
         self._unrecorded.clear()
         self._used.clear()
 
-    def _find(self, scope: str, question: str, vector: Vectors) -> Lookup:
-        facts = salient(question)
+    def _find(self, scope: str, question: str, vector: Vectors, facts: Salient) -> Lookup:
         if facts.personal:
             return Lookup(None, "miss", None, None, PERSONAL)
         exact = self._exact.get((scope, normalize(question)))

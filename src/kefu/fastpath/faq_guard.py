@@ -201,6 +201,7 @@ def faq_objection(
     catalogue: Lexicon | None = None,
     min_nearness: float = NEAR_ENOUGH,
     entry_facts: Callable[[str], Salient] = salient,
+    asked: Salient | None = None,
 ) -> str | None:
     """Why the entry must not answer the message verbatim, or None when it may.
 
@@ -211,9 +212,10 @@ def faq_objection(
     ``catalogue`` are the products the shop's catalogue entries name: a product it
     sells is a detail of a question about anything else (returns cover the blanket too).
     ``entry_facts`` is ``salient`` for the entry's texts, memoised by a caller that
-    sees the same entries again and again (most of this function's cost).
+    sees the same entries again and again (most of this function's cost). ``asked`` is
+    ``salient(message)`` when the caller has it (the answer cache reads it too).
     """
-    asked = salient(message)
+    asked = salient(message) if asked is None else asked
     covered = entry_facts(f"{entry.question}\n{entry.answer}\n" + "\n".join(phrasings))
     text = f"{entry.question} {entry.answer} {' '.join(phrasings)}".casefold()
     for kind in ("ids", "names"):

@@ -182,6 +182,8 @@ class FastPath:
         vector = self.embedder.embed_queries([message])[0]
         hits = self.kb.search(message, query_vector=vector, k=max(self.settings.kb_passages, 3))
         routing = route(message, hits, config=self.router, rules=rules)
+        # What the FAQ guard and the answer cache both compare: read once.
+        asked = salient(message) if routing.intent == "faq" or self.settings.answer_cache else None
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
             objection = faq_objection(
@@ -192,6 +194,7 @@ class FastPath:
                 phrasings=self.kb.phrasings(entry),
                 catalogue=self.kb.catalogue,
                 entry_facts=self._entry_facts,
+                asked=asked,
             )
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
@@ -199,7 +202,7 @@ class FastPath:
             routing = replace(routing, intent="general", faq=None, reason=objection)
         self._note_miss(message, hits, routing)
         if self.settings.answer_cache:
-            lookup = self.cache.lookup(scope, message, vector)
+            lookup = self.cache.lookup(scope, message, vector, asked)
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
