@@ -27,7 +27,6 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)*")
 _SEGMENTER_LOCK = threading.Lock()
 _segmenter: Any = None
-_TOKEN = re.compile(f"[{_CJK}]+|[^\\W_]+(?:['\u2019][^\\W_]+)*", re.UNICODE)
 _SPACES = re.compile(r"\s+")
 # Punctuation that ends or decorates a question without changing it.
 _EDGE_PUNCT = " \t\n.,!?;:~…。，！？；：、\"'\u201c\u201d\u2018\u2019()（）[]【】"
@@ -55,14 +54,19 @@ def normalize(text: str) -> str:
 def tokens(text: str) -> list[str]:
     """Lexical tokens: Latin words and numbers whole, CJK as characters plus bigrams."""
     out: list[str] = []
-    for match in _TOKEN.finditer(normalize(text)):
-        word = match.group()
-        if _CJK_RUN.fullmatch(word):
+    for word in _words(text):
+        if is_cjk_word(word):
             out.extend(word)
             out.extend(word[i : i + 2] for i in range(len(word) - 1))
         else:
-            out.append(word.replace("\u2019", "'"))
+            out.append(word)
     return out
+
+
+def _words(text: str) -> list[str]:
+    """Runs of Chinese characters and Latin words (apostrophes kept: "order's"), case
+    folded; a Latin word never runs into Chinese ("PO Box吗" is "po", "box", "吗")."""
+    return _WORD.findall(normalize(text).replace("\u2019", "'"))
 
 
 def is_cjk_word(word: str) -> bool:
@@ -104,8 +108,7 @@ def words_of(text: str, *, with_characters: bool = False) -> list[str]:
     """Case-folded Latin words and numbers, and Chinese dictionary words;
     ``with_characters`` also keeps the characters of each Chinese word."""
     out: list[str] = []
-    for match in _WORD.finditer(normalize(text).replace("\u2019", "'")):
-        word = match.group()
+    for word in _words(text):
         if is_cjk_word(word):
             parts = segment(word)
             out.extend(parts)
