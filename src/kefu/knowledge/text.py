@@ -14,6 +14,7 @@ Latin text becomes lowercased words; digits stay whole so "LH-100234" and
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -99,9 +100,11 @@ def load_segmenter() -> None:
     _jieba()
 
 
-def segment(run: str) -> list[str]:
-    """A run of Chinese characters as dictionary words."""
-    return [w for w in _jieba().lcut(run, HMM=False) if w.strip()]
+@functools.lru_cache(maxsize=4096)
+def segment(run: str) -> tuple[str, ...]:
+    """A run of Chinese characters as dictionary words. Memoised: a message is cut for
+    its vector and again for the FAQ guard, and its words again one by one."""
+    return tuple(w for w in _jieba().lcut(run, HMM=False) if w.strip())
 
 
 def words_of(text: str, *, with_characters: bool = False) -> list[str]:
