@@ -53,15 +53,13 @@ from typing import Any
 import numpy as np
 
 from harness import percentile
-from kefu.knowledge.base import KnowledgeBase
+from kefu.knowledge.base import KnowledgeBase, demo_entries
 from kefu.knowledge.bm25 import K1, B, entry_terms, terms_of
 from kefu.knowledge.embedder import Embedder, StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.importers import parse_file
 from kefu.knowledge.text import normalize
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO = ROOT / "src" / "kefu" / "knowledge" / "demo"
 QUALITY = ROOT / "benchmarks" / "data" / "answer_quality.csv"
 NEGATIVE_KINDS = ("near_miss", "out_of_scope", "smalltalk")
 LANGS = ("en", "zh")
@@ -124,11 +122,6 @@ class RandomEmbedder:
 
     def embed_passages(self, texts: Sequence[str]) -> Vectors:
         return self._unit(len(texts))
-
-
-def demo_entries() -> list[KbEntry]:
-    paths = sorted(p for p in DEMO.iterdir() if p.suffix in (".csv", ".md"))
-    return [e for path in paths for e in parse_file(path)]
 
 
 def rows() -> list[dict[str, str]]:

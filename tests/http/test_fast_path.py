@@ -17,7 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from kefu.engine.fake import FakeEngine
-from kefu.knowledge.importers import parse_bytes
+from kefu.knowledge.base import demo_entries
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.service.runtime import Runtime
 from tests.conftest import ClientFactory
@@ -195,9 +195,7 @@ def test_agent_api_errors(fast: TestClient) -> None:
 
 def test_kb_admin_endpoints(fast: TestClient) -> None:
     listed = fast.get("/kb").json()
-    folder = resources.files("kefu.knowledge").joinpath("demo")
-    files = [item for item in folder.iterdir() if item.name.endswith((".csv", ".md"))]
-    assert listed["count"] == sum(len(parse_bytes(item.read_bytes(), item.name)) for item in files)
+    assert listed["count"] == len(demo_entries())
     hits = fast.get("/kb/search", params={"q": "怎么退货", "k": 3}).json()["hits"]
     assert len(hits) == 3
     assert hits[0]["lang"] == "zh"

@@ -86,6 +86,17 @@ def prepared(
     return known, words
 
 
+def demo_entries() -> list[KbEntry]:
+    """The bundled demo shop (English and Chinese), marked with source "demo": its FAQ
+    and its catalogue, a passage of what the shop sells."""
+    entries: list[KbEntry] = []
+    for item in sorted(resources.files("kefu.knowledge").joinpath("demo").iterdir(), key=str):
+        if item.name.endswith((".csv", ".md")):
+            parsed = parse_bytes(item.read_bytes(), item.name)
+            entries.extend(dataclasses.replace(entry, source="demo") for entry in parsed)
+    return entries
+
+
 @dataclass(frozen=True, slots=True)
 class KbChange:
     added: list[KbEntry] = field(default_factory=list)
@@ -336,14 +347,8 @@ class KnowledgeBase:
         return KbChange(added, updated, removed)
 
     def load_demo(self) -> KbChange:
-        """Import the bundled demo (English and Chinese), marked with source "demo": the FAQ
-        and the catalogue, a passage of what the shop sells."""
-        entries: list[KbEntry] = []
-        for item in sorted(resources.files("kefu.knowledge").joinpath("demo").iterdir(), key=str):
-            if item.name.endswith((".csv", ".md")):
-                parsed = parse_bytes(item.read_bytes(), item.name)
-                entries.extend(dataclasses.replace(entry, source="demo") for entry in parsed)
-        return self.add(entries)
+        """Import the bundled demo (``demo_entries``)."""
+        return self.add(demo_entries())
 
     def close(self) -> None:
         self._store.close()

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import csv
-from importlib import resources
 from pathlib import Path
 
+from kefu.knowledge.base import demo_entries
 from kefu.knowledge.embedder import StaticEmbedder
-from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.text import is_cjk_word, normalize, words_of
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data"
-
-
-def demo_entries() -> list[KbEntry]:
-    folder = resources.files("kefu.knowledge").joinpath("demo")
-    return [
-        entry
-        for item in folder.iterdir()
-        if item.name.endswith((".csv", ".md"))
-        for entry in parse_bytes(item.read_bytes(), item.name)
-    ]
 
 
 def test_no_evaluation_message_is_a_demo_question() -> None:
