@@ -11,7 +11,6 @@ report it with their own change, so no change goes unreported.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -43,10 +42,6 @@ EMBED_SCHEME = "qa0.7+q0.3"
 Progress = Callable[[int, int], None]
 
 
-def digest(texts: Sequence[str]) -> str:
-    return hashlib.sha1("\0".join(texts).encode("utf-8")).hexdigest()
-
-
 def embed_texts(entry: KbEntry) -> tuple[str, str]:
     """The two texts an entry's vector blends: the whole entry, and its question alone."""
     return f"{entry.question}\n{entry.answer}", entry.question
@@ -75,15 +70,16 @@ def embed_entries(
     return out
 
 
-def prepared(
-    embedder: Embedder, entries: Sequence[KbEntry], to_embed: Sequence[KbEntry]
-) -> tuple[dict[str, Vectors], dict[str, list[str]]]:
-    """``KnowledgeBase.add(known=..., words=...)`` for ``entries``, computed away from the
-    knowledge base's thread: vectors for ``to_embed`` (``needing_vectors``), words for all."""
+# What an import thread computes ahead for ``KnowledgeBase.add(ready=...)``: by the texts
+# an entry's vector and words come from (``embed_texts``), its vector and its words.
+Ready = Mapping[tuple[str, str], tuple[Vectors, list[str]]]
+
+
+def prepared(embedder: Embedder, to_embed: Sequence[KbEntry]) -> Ready:
+    """The vectors and words of the entries ``add`` would have to embed
+    (``needing_vectors``), computed away from the knowledge base's thread."""
     vectors = embed_entries(embedder, to_embed)
-    known = {digest(embed_texts(entry)): vectors[i] for i, entry in enumerate(to_embed)}
-    words = {digest(embed_texts(entry)): entry_words(entry) for entry in entries}
-    return known, words
+    return {embed_texts(e): (vectors[i], entry_words(e)) for i, e in enumerate(to_embed)}
 
 
 def demo_entries() -> list[KbEntry]:
@@ -160,17 +156,19 @@ class KnowledgeBase:
         self._put(entries, vectors)
 
     def _put(
-        self,
-        entries: Sequence[KbEntry],
-        vectors: Vectors,
-        words: Mapping[str, list[str]] | None = None,
+        self, entries: Sequence[KbEntry], vectors: Vectors, ready: Ready | None = None
     ) -> None:
-        """Upsert into the index and the words, which are kept in step entry by entry."""
+        """Upsert into the index and the words, which are kept in step entry by entry
+        (an entry whose texts did not change keeps its words: no second cut)."""
         for entry in entries:
             old = self._index.get(entry.id)
+            computed = (ready or {}).get(embed_texts(entry))
+            words = None if computed is None else computed[1]
             if old is not None:
+                if embed_texts(old) == embed_texts(entry):
+                    words = self._words.words_of(old)
                 self._words.remove(old)
-            self._words.add(entry, (words or {}).get(digest(embed_texts(entry))))
+            self._words.add(entry, words)
         self._index.upsert(entries, vectors)
 
     def _drop(self, ids: Sequence[str]) -> None:
@@ -242,14 +240,10 @@ class KnowledgeBase:
         entries: Sequence[KbEntry],
         *,
         progress: Progress | None = None,
-        known: Mapping[str, Vectors] | None = None,
-        words: Mapping[str, list[str]] | None = None,
+        ready: Ready | None = None,
     ) -> KbChange:
         """Upsert by id in one transaction; the same entry again changes nothing.
-
-        ``known`` maps ``digest(embed_texts(entry))`` to a vector already computed for
-        exactly those texts, and ``words`` the same digest to ``entry_words(entry)``
-        (both by an import thread: see ``prepared``)."""
+        ``ready`` are vectors and words an import thread computed (``prepared``)."""
         pending = self.refresh()
         latest = {entry.id: entry for entry in entries}  # the last of repeated ids wins
         added: list[KbEntry] = []
@@ -263,25 +257,23 @@ class KnowledgeBase:
         writes = added + updated
         if not writes:
             return pending
-        vectors = self._vectors_for(writes, progress, known or {})
+        vectors = self._vectors_for(writes, progress, ready or {})
         rev = self._store.write(writes, vectors, meta={"vectors": self.vector_key})
-        self._put(writes, vectors, words or {})
+        self._put(writes, vectors, ready)
         self._revs.update((entry.id, rev) for entry in writes)
         return pending + KbChange(added, updated)
 
     def _vectors_for(
-        self, entries: list[KbEntry], progress: Progress | None, known: Mapping[str, Vectors]
+        self, entries: list[KbEntry], progress: Progress | None, ready: Ready
     ) -> Vectors:
         """Embed what is new; an update of the category or source only keeps its vector."""
         vectors = np.zeros((len(entries), self._embedder.dim), dtype=np.float32)
         todo: list[int] = []
         for i, entry in enumerate(entries):
-            old = self._index.get(entry.id)
-            ready = known.get(digest(embed_texts(entry)))
-            if old is not None and embed_texts(old) == embed_texts(entry):
+            if not self._needs_vector(entry):
                 vectors[i] = self._index.vector(entry.id)
-            elif ready is not None and ready.shape == (self._embedder.dim,):
-                vectors[i] = ready
+            elif embed_texts(entry) in ready:
+                vectors[i] = ready[embed_texts(entry)][0]
             else:
                 todo.append(i)
         if todo:
@@ -293,11 +285,11 @@ class KnowledgeBase:
 
     def needing_vectors(self, entries: Sequence[KbEntry]) -> list[KbEntry]:
         """The entries ``add`` would have to embed (new, or with new text)."""
-        return [
-            entry
-            for entry in entries
-            if (old := self._index.get(entry.id)) is None or embed_texts(old) != embed_texts(entry)
-        ]
+        return [entry for entry in entries if self._needs_vector(entry)]
+
+    def _needs_vector(self, entry: KbEntry) -> bool:
+        old = self._index.get(entry.id)
+        return old is None or embed_texts(old) != embed_texts(entry)
 
     def remove(self, ids: Sequence[str]) -> KbChange:
         """All or nothing: an unknown id raises NotFound and removes none."""

@@ -53,7 +53,7 @@ def catalogue_products(text: str) -> list[str]:
 
 def entry_words(entry: KbEntry) -> list[str]:
     """The words an entry adds to the vocabularies (jieba's work, the costly part: an
-    import thread computes them ahead for ``KnowledgeBase.add(words=...)``)."""
+    import thread computes them ahead for ``KnowledgeBase.add(ready=...)``)."""
     return words_of(f"{entry.question}\n{entry.answer}")
 
 
@@ -175,6 +175,10 @@ class KbWords:
             if vocabulary is None:
                 vocabulary = self._answer_words[key] = Vocabulary(self._vectors, keep_rows=False)
             vocabulary.add(words)
+
+    def words_of(self, entry: KbEntry) -> list[str] | None:
+        """The words kept for an entry in the knowledge base (None for another)."""
+        return self._entry_words.get(entry.id)
 
     def remove(self, entry: KbEntry) -> None:
         words = self._entry_words.pop(entry.id, [])

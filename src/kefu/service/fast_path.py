@@ -238,8 +238,8 @@ class FastPath:
         loop = asyncio.get_running_loop()
         embedder = self.embedder
         assert embedder is not None
-        known, words = await loop.run_in_executor(self._importer, prepared, embedder, entries, todo)
-        return await self.change_kb(lambda kb: kb.add(entries, known=known, words=words))
+        ready = await loop.run_in_executor(self._importer, prepared, embedder, todo)
+        return await self.change_kb(lambda kb: kb.add(entries, ready=ready))
 
     async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> KbChange:
         """Apply a knowledge-base change and evict the cached answers it affects."""

@@ -147,8 +147,7 @@ def test_words_kept_in_step_equal_a_fresh_build(
     kb.add([KbEntry.make("when will my parcel come", "Parcels come within a week.")])
     kb.remove([c.id])
     d = KbEntry.make("退货政策是什么？", "签收后30天内可以退货。")
-    known, words = prepared(static_embedder, [d], kb.needing_vectors([d]))
-    kb.add([d], known=known, words=words)
+    kb.add([d], ready=prepared(static_embedder, kb.needing_vectors([d])))
     fresh = KnowledgeBase.open(path, static_embedder)
     for entry in fresh.entries():
         assert sorted(kb.phrasings(entry)) == sorted(fresh.phrasings(entry))
@@ -167,9 +166,8 @@ def test_words_kept_in_step_equal_a_fresh_build(
 def test_words_cut_ahead_are_used(tmp_path: Path, static_embedder: StaticEmbedder) -> None:
     kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
     entry = KbEntry.make("How long does delivery take?", "Two to four days.")
-    known, words = prepared(static_embedder, [entry], [entry])
-    ((key, cut),) = words.items()
-    kb.add([entry], known=known, words={key: [*cut, "precomputed"]})
+    ((key, (vector, cut)),) = prepared(static_embedder, [entry]).items()
+    kb.add([entry], ready={key: (vector, [*cut, "precomputed"])})
     assert "precomputed" in kb.vocabulary  # not cut again on the knowledge-base thread
     kb.close()
 
