@@ -154,7 +154,7 @@ class Settings(BaseModel):
         "(fewer words, each weighing more).",
     )
     faq_margin: float = Field(
-        0.01,
+        0.03,
         ge=0,
         le=1,
         description="Lead the best knowledge-base answer needs over the runner-up; closer "

@@ -13,8 +13,9 @@ and a message they stop goes to the LLM with the passages instead:
   你们卖沙发套吗) or which product to choose ("which duvet size should I buy?") of an
   entry that is not about that;
 - against one of the phrasings that share the entry's answer: no opposite picked
-  ("before" vs "after", 退货 vs 换货) and not the same sentence with one word swapped
-  (邮局几点开门 vs 实体店几点开门);
+  ("before" vs "after", 退货 vs 换货) and not the same sentence with one word swapped;
+- against every phrasing: not the same sentence with its subject swapped for one the
+  answer never names (邮局几点开门 vs 实体店几点开门, however well 门店营业时间 fits);
 - the message has a content word at all (not only generic words and places: "what
   time is it in London?");
 - every content word is one the knowledge base uses, or a near synonym of one
@@ -246,10 +247,23 @@ def faq_objection(
         return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
     if catalogue is not None and not is_catalogue(entry):
         topic = [word for word in topic if not uses(catalogue, word)]
+    for question in (entry.question, *phrasings):
+        swap = swapped(asked.frame, entry_facts(question).frame)
+        if swap is not None and _unfamiliar(_within(topic, swap[0]), answer_words, min_nearness):
+            # 邮局几点开门 is 实体店几点开门 with its subject swapped for one the answer
+            # never names: however well other phrasings fit, it asks about something else.
+            return f"the entry is about {swap[1]}, not {swap[0]}"
     elsewhere = _unfamiliar(topic, answer_words, min_nearness)
     if len(elsewhere) > OFF_TOPIC_WORDS:
         return "the answer is not about " + ", ".join(elsewhere[:5])
     return None
+
+
+def _within(words: Sequence[str], span: str) -> list[str]:
+    """The words a swapped span falls in: Latin ones by name, Chinese ones by character
+    (the span 急 of 加急 stands for the word 加急)."""
+    latin = set(span.split())
+    return [w for w in words if w in latin or (is_cjk_word(w) and not set(w).isdisjoint(span))]
 
 
 def _place_words(asked: Salient) -> frozenset[str]:

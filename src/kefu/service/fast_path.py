@@ -40,6 +40,8 @@ T = TypeVar("T")
 Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
 # Passages below this fused score are noise in the LLM's context, not help.
 PASSAGE_FLOOR = 0.3
+# Hits the router weighs: enough for an answer's second phrasing and the next answer.
+ROUTER_HITS = 10
 # A cached answer this close (cosine distance) to a changed KB question may now be wrong.
 NEAR_A_CHANGE = 0.1
 # Past this many changed entries, evict every cached answer rather than check each one
@@ -180,7 +182,9 @@ class FastPath:
         assert self.cache is not None
         assert self.embedder is not None
         vector = self.embedder.embed_queries([message])[0]
-        hits = self.kb.search(message, query_vector=vector, k=max(self.settings.kb_passages, 3))
+        hits = self.kb.search(
+            message, query_vector=vector, k=max(self.settings.kb_passages, ROUTER_HITS)
+        )
         routing = route(message, hits, config=self.router, rules=rules)
         # What the FAQ guard and the answer cache both compare: read once.
         asked = salient(message) if routing.intent == "faq" or self.settings.answer_cache else None

@@ -54,10 +54,12 @@ CATALOGUE_ZH = KbEntry.make(
     category="catalogue",
 )
 HOURS_ZH = KbEntry.make("实体店几点开门？", "实体店每天10:00至21:00营业。")
+HOURS_ZH_TWIN = KbEntry.make("门店营业时间是？", HOURS_ZH.answer)
+PO_BOX_ZH = KbEntry.make("能寄到邮局信箱吗？", "不能，快递需要街道地址。")
 RETURNS_ZH = KbEntry.make("退货政策是什么？", "签收后30天内可以退货，请在订单页申请。")
 SHIPPING_ZH = KbEntry.make("能寄到哪些国家？", "我们寄新加坡、马来西亚和日本，不寄美国。")
 ALL = [RETURNS, EXCHANGES, SHIPPING, WRONG_ITEM, PAYMENT, GIFT_CARDS, CARE, PASSWORD]
-ALL += [HOURS_ZH, RETURNS_ZH, SHIPPING_ZH, CATALOGUE, CATALOGUE_ZH]
+ALL += [HOURS_ZH, HOURS_ZH_TWIN, PO_BOX_ZH, RETURNS_ZH, SHIPPING_ZH, CATALOGUE, CATALOGUE_ZH]
 Objection = Callable[..., str | None]  # (message, entry, phrasings=()) -> why, or None
 
 
@@ -228,6 +230,16 @@ def test_a_swapped_word_against_every_phrasing_stops_it(objection: Objection) ->
     why = objection("邮局几点开门？", HOURS_ZH)
     assert why is not None
     assert "邮局" in why  # 邮局 for 实体店: swapped, or a word the shop never uses
+
+
+def test_a_swapped_subject_the_answer_never_names_stops_it(objection: Objection) -> None:
+    # The shop names 邮局 elsewhere (PO boxes), and another phrasing of the hours does not
+    # differ from the message; but the message is the entry's question with its subject
+    # swapped for one the hours answer never names.
+    why = objection("邮局几点开门？", HOURS_ZH, phrasings=[HOURS_ZH_TWIN.question])
+    assert why == "the entry is about 实体店, not 邮局"
+    # A swapped-in word the answer's phrasings use is a rewording, not another subject.
+    assert objection("门店几点开门？", HOURS_ZH, phrasings=[HOURS_ZH_TWIN.question]) is None
 
 
 def test_one_agreeing_phrasing_of_the_same_answer_is_enough(objection: Objection) -> None:

@@ -8,6 +8,7 @@ from kefu.fastpath.router import (
     FAILED_REASON,
     ORDER_QUESTION_CONFIDENCE,
     RULE_THRESHOLD,
+    SECOND_PHRASING_WEIGHT,
     Candidate,
     RouterConfig,
     Routing,
@@ -66,7 +67,21 @@ def test_twins_with_the_same_answer_are_not_rivals() -> None:
     routing = go("return policy", RETURNS, twin, REFUND)
     assert routing.intent == "faq"
     assert routing.faq is RETURNS
-    assert routing.margin == pytest.approx(0.4)  # measured against the refund FAQ
+    # The twin adds to its answer's lead over the refund FAQ rather than cutting it.
+    assert routing.margin == pytest.approx(0.9 + SECOND_PHRASING_WEIGHT * 0.88 - 0.5)
+
+
+def test_an_answer_two_phrasings_fit_beats_one_phrasing_of_another() -> None:
+    # "when do I get the money back": one phrasing of the failed-payment answer shares its
+    # frame best, but two phrasings of the refund answer fit it.
+    held = hit("When is the money held by a failed payment returned?", 0.64)
+    refund = hit("When will I get my refund?", 0.62)
+    refund_twin = hit("How long until the money is back?", 0.6, answer=refund.entry.answer)
+    routing = go("when do i get the money back", held, refund, refund_twin)
+    assert routing.intent == "faq"
+    assert routing.faq is refund
+    assert routing.confidence == pytest.approx(0.62)  # its own phrasing's score
+    assert routing.margin == pytest.approx(0.62 + SECOND_PHRASING_WEIGHT * 0.6 - 0.64)
 
 
 def test_a_close_passage_is_not_a_rival_faq() -> None:

@@ -16,8 +16,10 @@ def test_no_evaluation_message_is_a_demo_question() -> None:
     # benchmarks/answer_quality.py measures paraphrases; a message that is a demo
     # question word for word is answered from a dict and would flatter the figures.
     messages: list[str] = []
-    for name in ("answer_quality.csv", "answer_quality_fresh.csv", "answer_quality_fresh2.csv"):
-        with (DATA / name).open(encoding="utf-8", newline="") as f:
+    sets = sorted(DATA.glob("answer_quality*.csv"))
+    assert len(sets) == 4
+    for path in sets:
+        with path.open(encoding="utf-8", newline="") as f:
             messages += [row["message"] for row in csv.DictReader(f)]
     with (DATA / "cache_pairs.csv").open(encoding="utf-8", newline="") as f:
         messages += [
