@@ -6,6 +6,7 @@ these fields, so a setting cannot exist without a flag, an env variable and help
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
@@ -23,6 +24,12 @@ from pydantic import (
 )
 
 ENV_PREFIX = "KEFU_"
+# Settings an earlier version had: a config file that still names one is read with a
+# warning rather than refused (an unknown name is refused: it is most likely a typo).
+REMOVED_SETTINGS = {
+    "embed_workers": "the static embedder needs no worker threads",
+}
+log = logging.getLogger("kefu.settings")
 MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ
 
 DEFAULT_PERSONA = (
@@ -297,7 +304,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SettingsError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-    return {key.replace("-", "_"): value for key, value in data.items()}
+    values = {key.replace("-", "_"): value for key, value in data.items()}
+    for name in REMOVED_SETTINGS.keys() & values.keys():
+        del values[name]
+        log.warning(
+            "config file %s: %r was removed (%s); ignored", path, name, REMOVED_SETTINGS[name]
+        )
+    return values
 
 
 def _one_line(exc: ValidationError) -> str:

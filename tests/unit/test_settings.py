@@ -89,6 +89,16 @@ def test_toml_keys_may_use_dashes(tmp_path: Path) -> None:
     assert settings.log_level == "debug"
 
 
+def test_a_removed_setting_in_the_config_file_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A config written for an earlier version still starts the server.
+    config = write_toml(tmp_path, "embed-workers = 2\nport = 8124\n")
+    settings = load(config=config)
+    assert settings.port == 8124
+    assert "'embed_workers' was removed" in caplog.text
+
+
 def test_config_file_from_kefu_config_env(tmp_path: Path) -> None:
     config = write_toml(tmp_path, "port = 8123\n")
     settings = load(env={"KEFU_CONFIG": str(config)})

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from kefu.cache.answers import AnswerCache
 from kefu.cache.tune import TuneError, read_pairs, render, score
-from kefu.settings import SettingsError, load_settings
+from kefu.data_dir import chosen_data_dir, data_dir_option
+from kefu.settings import SettingsError
 
 CACHE_FILE = "cache.db"
 EXIT_BAD_INPUT = 2
@@ -32,10 +33,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "sees evictions at its next lookup.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    data_dir = argparse.ArgumentParser(add_help=False)
-    data_dir.add_argument(
-        "--data-dir", type=Path, help="kefu's data folder [default: KEFU_DATA_DIR or settings]"
-    )
+    data_dir = data_dir_option()
 
     listing = actions.add_parser("list", parents=[data_dir], help="list live cached answers")
     listing.add_argument("--scope", help="only this scope (persona hash:tenant)")
@@ -75,9 +73,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _cache_file(args: argparse.Namespace) -> Path:
-    if args.data_dir is not None:
-        return Path(args.data_dir) / CACHE_FILE
-    return load_settings().data_dir / CACHE_FILE
+    return chosen_data_dir(args) / CACHE_FILE
 
 
 def _open(args: argparse.Namespace) -> AnswerCache | None:

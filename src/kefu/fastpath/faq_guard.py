@@ -14,8 +14,9 @@ and a message they stop goes to the LLM with the passages instead:
   entry that is not about that;
 - against one of the phrasings that share the entry's answer: no opposite picked
   ("before" vs "after", 退货 vs 换货) and not the same sentence with one word swapped;
-- against every phrasing: not the same sentence with its subject swapped for one the
-  answer never names (邮局几点开门 vs 实体店几点开门, however well 门店营业时间 fits);
+- against any one phrasing (the entry's question or another): not the same sentence
+  with its subject swapped for one the answer never names (邮局几点开门 vs
+  实体店几点开门, however well 门店营业时间 fits);
 - the message has a content word at all (not only generic words and places: "what
   time is it in London?");
 - every content word is one the knowledge base uses, or a near synonym of one

@@ -18,8 +18,9 @@ Decision, in order:
    (``config.faq_threshold``, or ``faq_threshold_zh`` for a message with Chinese, for
    faq; ``RULE_THRESHOLD`` for the rules), the most
    confident wins if it leads the next such candidate by ``config.faq_margin``;
-   for faq, its lead over the next FAQ with a different answer must reach
-   ``faq_margin`` too (two entries close together mean the question is ambiguous);
+   for faq, its answer's lead over the next answer must reach ``faq_margin`` too
+   (two answers close together mean the question is ambiguous); an answer scores
+   its best phrasing plus a share of its second (``_top_faq``);
 4. else general, with the reason.
 """
 
@@ -39,7 +40,8 @@ from kefu.fastpath.rules import (
     smalltalk_kind,
 )
 from kefu.knowledge.base import Hit
-from kefu.knowledge.text import language, normalize
+from kefu.knowledge.entries import answer_key
+from kefu.knowledge.text import language
 
 Intent = Literal["faq", "order_status", "handoff", "smalltalk", "general"]
 
@@ -186,7 +188,7 @@ def route(
         fallback = f"{top.intent} margin {margin:.2f} over {runner} < {config.faq_margin:.2f}"
     elif top.intent == "faq" and kb_margin < config.faq_margin:
         margin = kb_margin
-        fallback = f"faq margin {kb_margin:.2f} over the next FAQ < {config.faq_margin:.2f}"
+        fallback = f"faq margin {kb_margin:.2f} over the next answer < {config.faq_margin:.2f}"
     if fallback is not None:
         return Routing("general", top.confidence, margin, ranked, reason=fallback)
 
@@ -211,15 +213,16 @@ def _top_faq(hits: Sequence[Hit]) -> tuple[Hit | None, float]:
     A passage on top means the best match is not a servable answer: no faq
     candidate. Entries that share an answer (phrasings of it) are not rivals but
     witnesses: an answer scores its best phrasing plus ``SECOND_PHRASING_WEIGHT`` of its
-    second, so one phrasing that shares only a frame with the message (支付失败冻结的钱
-    什么时候退回 for 钱什么时候退回来) does not beat an answer several phrasings fit.
+    second, so one phrasing that shares only a frame with the message weighs less than
+    an answer that several phrasings fit. ``hits`` must reach far enough down for the
+    leading answers' second phrasings (the fast path asks for ``ROUTER_HITS``).
     """
     if not hits or max(hits, key=lambda h: h.score).entry.kind != "faq":
         return None, 0.0
     answers: dict[str, list[Hit]] = {}
     for hit in sorted(hits, key=lambda h: -h.score):
         if hit.entry.kind == "faq":
-            answers.setdefault(normalize(hit.entry.answer), []).append(hit)
+            answers.setdefault(answer_key(hit.entry.answer), []).append(hit)
     ranked = sorted(answers.values(), key=_answer_score, reverse=True)
     top = ranked[0][0]
     if len(ranked) == 1:

@@ -17,11 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from kefu.data_dir import chosen_data_dir, data_dir_option
 from kefu.errors import KefuError
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.importers import SUFFIXES, parse_file
 from kefu.knowledge.misses import MISSES_FILE, MissLog
-from kefu.settings import SettingsError, load_settings
+from kefu.settings import SettingsError
 
 EXIT_ERROR = 2
 DB_NAME = "knowledge.db"
@@ -36,13 +37,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     kb = parser.add_subparsers(dest="kb_command", required=True, metavar="COMMAND")
 
-    data_dir = argparse.ArgumentParser(add_help=False)
-    data_dir.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="folder of kefu's state (default: the data_dir setting, env KEFU_DATA_DIR)",
-    )
+    data_dir = data_dir_option()
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -98,17 +93,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     remove.set_defaults(run=run_remove)
 
 
-def _data_dir(args: argparse.Namespace) -> Path:
-    if args.data_dir is not None:
-        path: Path = args.data_dir
-        return path
-    return load_settings().data_dir
-
-
 def _open(args: argparse.Namespace) -> KnowledgeBase:
     from kefu.knowledge.embedder import StaticEmbedder
 
-    return KnowledgeBase.open(_data_dir(args) / DB_NAME, StaticEmbedder())
+    return KnowledgeBase.open(chosen_data_dir(args) / DB_NAME, StaticEmbedder())
 
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -206,7 +194,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 @_guarded
 def run_misses(args: argparse.Namespace) -> int:
-    path = _data_dir(args) / MISSES_FILE
+    path = chosen_data_dir(args) / MISSES_FILE
     if not path.exists():
         print(f"no misses recorded yet at {path}", file=sys.stderr)
         return 0

@@ -7,6 +7,7 @@ cache can name the entries an answer came from without a lookup table.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -21,6 +22,13 @@ KINDS: tuple[Kind, ...] = ("faq", "passage")
 def entry_id(question: str) -> str:
     """First 12 hex digits of sha1(normalize(question)): the same question, the same id."""
     return hashlib.sha1(normalize(question).encode("utf-8")).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=8192)
+def answer_key(answer: str) -> str:
+    """What entries sharing an answer (phrasings of one question) have in common: the
+    normalised answer. Memoised: the router groups its hits by it for every message."""
+    return normalize(answer)
 
 
 @dataclass(frozen=True, slots=True)

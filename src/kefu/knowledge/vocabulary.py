@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kefu.knowledge.embedder import Embedder, Vectors
-from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.text import normalize, words_of
+from kefu.knowledge.entries import KbEntry, answer_key
+from kefu.knowledge.text import words_of
 
 # Entries in this category (any case) list what the shop sells: the products they name
 # are details of a question about anything else for the FAQ guard, as a place or a
@@ -169,7 +169,7 @@ class KbWords:
             products = self._products[entry.id] = catalogue_products(entry.answer)
             self.catalogue.add(products)
         if entry.kind == "faq":
-            key = normalize(entry.answer)
+            key = answer_key(entry.answer)
             self._answers.setdefault(key, {})[entry.id] = entry
             vocabulary = self._answer_words.get(key)
             if vocabulary is None:
@@ -187,7 +187,7 @@ class KbWords:
         for word in set(words):
             if word not in self.vocabulary:
                 self._vectors.forget(word)
-        key = normalize(entry.answer)
+        key = answer_key(entry.answer)
         group = self._answers.get(key)
         if group is not None and group.pop(entry.id, None) is not None:
             self._answer_words[key].remove(words)
@@ -196,11 +196,11 @@ class KbWords:
 
     def phrasings(self, entry: KbEntry) -> list[str]:
         """The questions of the other FAQ entries with the same answer."""
-        group = self._answers.get(normalize(entry.answer), {})
+        group = self._answers.get(answer_key(entry.answer), {})
         return [other.question for other in group.values() if other.id != entry.id]
 
     def of_answer(self, entry: KbEntry) -> Vocabulary:
-        vocabulary = self._answer_words.get(normalize(entry.answer))
+        vocabulary = self._answer_words.get(answer_key(entry.answer))
         if vocabulary is None:  # an entry not (or no longer) in the knowledge base
             vocabulary = Vocabulary.of([f"{entry.question}\n{entry.answer}"], self._embedder)
         return vocabulary

@@ -40,8 +40,9 @@ T = TypeVar("T")
 Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
 # Passages below this fused score are noise in the LLM's context, not help.
 PASSAGE_FLOOR = 0.3
-# Hits the router weighs: enough for an answer's second phrasing and the next answer.
-ROUTER_HITS = 10
+# Hits the router weighs: enough that the best answers' second phrasings are among them
+# (the demo has about a dozen phrasings per answer).
+ROUTER_HITS = 64
 # A cached answer this close (cosine distance) to a changed KB question may now be wrong.
 NEAR_A_CHANGE = 0.1
 # Past this many changed entries, evict every cached answer rather than check each one
@@ -219,7 +220,9 @@ class FastPath:
         """A message the best FAQ nearly answered: a phrasing the knowledge base lacks."""
         if self.misses is None or not hits or routing.reason is None:
             return
-        best = hits[0]
+        # The router's choice (the best answer's phrasing), which need not be the top hit.
+        chosen = next((c.detail for c in routing.candidates if c.intent == "faq"), None)
+        best = next((hit for hit in hits if hit.entry.id == chosen), hits[0])
         if best.entry.kind == "faq" and best.score >= PASSAGE_FLOOR:
             self.misses.record(message, best.entry, best.score, routing.reason)
 

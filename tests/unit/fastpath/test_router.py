@@ -59,7 +59,7 @@ def test_two_close_faqs_are_ambiguous() -> None:
     routing = go("returns and refunds", RETURNS, hit("How do I start a return?", 0.85))
     assert routing.intent == "general"
     assert routing.margin == pytest.approx(0.05)
-    assert routing.reason == "faq margin 0.05 over the next FAQ < 0.08"
+    assert routing.reason == "faq margin 0.05 over the next answer < 0.08"
 
 
 def test_twins_with_the_same_answer_are_not_rivals() -> None:
@@ -82,6 +82,16 @@ def test_an_answer_two_phrasings_fit_beats_one_phrasing_of_another() -> None:
     assert routing.faq is refund
     assert routing.confidence == pytest.approx(0.62)  # its own phrasing's score
     assert routing.margin == pytest.approx(0.62 + SECOND_PHRASING_WEIGHT * 0.6 - 0.64)
+
+
+def test_the_runner_ups_second_phrasing_narrows_the_lead() -> None:
+    returns_twin = hit("Return policy?", 0.5, answer=RETURNS.entry.answer)
+    refund = hit("How long does a refund take?", 0.8)
+    refund_twin = hit("When is my money back?", 0.7, answer=refund.entry.answer)
+    routing = go("returns and refunds", RETURNS, returns_twin, refund, refund_twin)
+    # 0.9 + 0.2 * 0.5 against 0.8 + 0.2 * 0.7: a lead of 0.06, under the 0.08 margin.
+    assert routing.intent == "general"
+    assert routing.margin == pytest.approx(0.9 + SECOND_PHRASING_WEIGHT * (0.5 - 0.7) - 0.8)
 
 
 def test_a_close_passage_is_not_a_rival_faq() -> None:
