@@ -168,7 +168,11 @@ class Settings(BaseModel):
         "means ambiguous, and the LLM answers with both in its context.",
     )
     kb_passages: int = Field(
-        3, ge=0, le=10, description="Knowledge-base passages put in the LLM's context."
+        3,
+        ge=0,
+        le=10,
+        description="Knowledge-base passages put in the LLM's context: the best hit of each "
+        "answer, so phrasings of one answer take one place.",
     )
     answer_cache: bool = Field(
         True, description="Serve and store LLM answers to repeated general questions."

@@ -364,3 +364,19 @@ def test_a_declined_question_is_kept_for_the_knowledge_base(
         log.close()
     assert miss.message == "can i send back the concert tickets i bought last week?"
     assert miss.reason == declined["route"]["reason"]
+
+
+def test_the_llm_reads_one_passage_per_answer(
+    client_factory: ClientFactory, fake_engine: FakeEngine
+) -> None:
+    # Two of the three best hits are phrasings of the delivery-time answer.
+    with client_factory(fast_path=True, kb_passages=3) as client:
+        done = chat(client, "how long does delivery to my gym take")["done"]
+    assert done["tier"] == "llm"
+    prompt = "\n".join(m.content for m in fake_engine.requests[-1].messages)
+    answers = {entry.answer for entry in demo_entries()}
+    delivery = next(
+        e.answer for e in demo_entries() if e.question == "How long does delivery take?"
+    )
+    assert prompt.count(delivery) == 1
+    assert sum(answer in prompt for answer in answers) == 3

@@ -29,7 +29,7 @@ from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_r
 from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors
-from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.entries import KbEntry, answer_key
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.text import language
 from kefu.settings import Settings
@@ -211,10 +211,18 @@ class FastPath:
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
-        passages = tuple(
-            hit for hit in hits[: self.settings.kb_passages] if hit.score >= PASSAGE_FLOOR
-        )
-        return Plan(routing, lang, passages=passages, vector=vector)
+        return Plan(routing, lang, passages=self._passages(hits), vector=vector)
+
+    def _passages(self, hits: Sequence[Hit]) -> tuple[Hit, ...]:
+        """The best hit of each answer, best first, up to ``kb_passages``: three phrasings
+        of one answer would put its text in the prompt three times (prefill the LLM
+        pays for before its first token) and leave the runner-up answer out."""
+        chosen: dict[str, Hit] = {}
+        for hit in hits:
+            if hit.score < PASSAGE_FLOOR or len(chosen) == self.settings.kb_passages:
+                break
+            chosen.setdefault(answer_key(hit.entry.answer), hit)
+        return tuple(chosen.values())
 
     def _note_miss(self, message: str, hits: Sequence[Hit], routing: Routing) -> None:
         """A message the best FAQ nearly answered: a phrasing the knowledge base lacks."""
