@@ -174,7 +174,6 @@ def uses(lexicon: Lexicon, word: str) -> bool:
 def unfamiliar_terms(
     message: str,
     vocabulary: Lexicon,
-    min_nearness: float = NEAR_ENOUGH,
     *,
     entities: frozenset[str] = frozenset(),
 ) -> list[str]:
@@ -184,13 +183,13 @@ def unfamiliar_terms(
     Numbers and ``entities`` (the words of the places and days named) are not the
     topic: a general answer covers any of them.
     """
-    return _unfamiliar(content_words(message, entities), vocabulary, min_nearness)
+    return _unfamiliar(content_words(message, entities), vocabulary)
 
 
-def _unfamiliar(words: Sequence[str], vocabulary: Lexicon, min_nearness: float) -> list[str]:
+def _unfamiliar(words: Sequence[str], vocabulary: Lexicon) -> list[str]:
     unused = [word for word in words if not uses(vocabulary, word)]
     nearness = vocabulary.nearness_of(unused)
-    return [word for word, near in zip(unused, nearness, strict=True) if near < min_nearness]
+    return [word for word, near in zip(unused, nearness, strict=True) if near < NEAR_ENOUGH]
 
 
 def faq_objection(
@@ -201,7 +200,6 @@ def faq_objection(
     answer_words: Lexicon,
     phrasings: Sequence[str] = (),
     catalogue: Lexicon | None = None,
-    min_nearness: float = NEAR_ENOUGH,
     entry_facts: Callable[[str], Salient] = salient,
     asked: Salient | None = None,
 ) -> str | None:
@@ -235,26 +233,29 @@ def faq_objection(
         return "the message asks which product to choose; the entry is not about that"
     if _FOLLOW_UP.search(message):
         return "the message follows on from an earlier one"
-    first_difference = _differs(asked, entry_facts(entry.question))
-    if first_difference is not None and all(_differs(asked, entry_facts(q)) for q in phrasings):
-        return first_difference
+    # Each phrasing's entities and its minimal pair with the message, read once for the
+    # two checks below.
+    questions = [entry_facts(question) for question in (entry.question, *phrasings)]
+    swaps = [swapped(asked.frame, question.frame) for question in questions]
+    differences = [_differs(asked, q, swap) for q, swap in zip(questions, swaps, strict=True)]
+    if differences[0] is not None and all(differences[1:]):
+        return differences[0]
     topic = content_words(message, _place_words(asked) | _WHEN)
     if not topic:
         # "what time is it in London?" shares only a place and generic words with the
         # phrasing that matched it: nothing says the topic is the same.
         return "the message names no topic of its own"
-    unfamiliar = _unfamiliar(topic, kb_words, min_nearness)
+    unfamiliar = _unfamiliar(topic, kb_words)
     if unfamiliar:
         return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
     if catalogue is not None and not is_catalogue(entry):
         topic = [word for word in topic if not uses(catalogue, word)]
-    for question in (entry.question, *phrasings):
-        swap = swapped(asked.frame, entry_facts(question).frame)
-        if swap is not None and _unfamiliar(_within(topic, swap[0]), answer_words, min_nearness):
+    for swap in swaps:
+        if swap is not None and _unfamiliar(_within(topic, swap[0]), answer_words):
             # 邮局几点开门 is 实体店几点开门 with its subject swapped for one the answer
             # never names: however well other phrasings fit, it asks about something else.
             return f"the entry is about {swap[1]}, not {swap[0]}"
-    elsewhere = _unfamiliar(topic, answer_words, min_nearness)
+    elsewhere = _unfamiliar(topic, answer_words)
     if len(elsewhere) > OFF_TOPIC_WORDS:
         return "the answer is not about " + ", ".join(elsewhere[:5])
     return None
@@ -274,13 +275,14 @@ def _place_words(asked: Salient) -> frozenset[str]:
     return frozenset(words)
 
 
-def _differs(asked: Salient, question: Salient) -> str | None:
+def _differs(asked: Salient, question: Salient, swap: tuple[str, str] | None) -> str | None:
+    """How the question differs from the message: an opposite picked, or ``swap``, the
+    minimal pair of their frames."""
     for group in {g for g, _ in asked.contrasts} & {g for g, _ in question.contrasts}:
         mine = {alt for g, alt in asked.contrasts if g == group}
         theirs = {alt for g, alt in question.contrasts if g == group}
         if mine != theirs:
             return f"the entry is about {', '.join(sorted(theirs))}, not {', '.join(sorted(mine))}"
-    swap = swapped(asked.frame, question.frame)
     if swap is not None:
         return f"the entry is about {swap[1]}, not {swap[0]}"
     return None

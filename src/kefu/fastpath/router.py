@@ -139,13 +139,10 @@ def route(
     hits: Sequence[Hit],
     *,
     config: RouterConfig,
-    failures: int = 0,
-    rules: Rules | None = None,
+    rules: Rules,
 ) -> Routing:
-    """Route one message; ``hits`` are its KB search results. ``rules`` are what
-    ``read_rules`` found in it already (else read here, with ``failures``)."""
-    if rules is None:
-        rules = read_rules(message, failures=failures, config=config)
+    """Route one message; ``hits`` are its KB search results, ``rules`` what
+    ``read_rules`` found in it (before the search, which a rule's answer skips)."""
     order_id, handoff, order = rules.order_id, rules.handoff, rules.order
     candidates = rules.candidates()
 

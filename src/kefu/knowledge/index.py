@@ -143,8 +143,10 @@ class HybridIndex:
         top = np.argpartition(-key, k - 1)[:k] if k < rows else np.arange(rows)
         top = top[np.argsort(-key[top], kind="stable")][:k]
         hits = []
-        for row in top:
+        # Python floats in one step each: the router asks for dozens of hits per message.
+        scores = zip(fused[top].tolist(), lexical[top].tolist(), cosines[top].tolist(), strict=True)
+        for row, (score, lexical_score, cosine) in zip(top.tolist(), scores, strict=True):
             entry = self._rows[row]
             assert entry is not None
-            hits.append(Hit(entry, float(fused[row]), float(lexical[row]), float(cosines[row])))
+            hits.append(Hit(entry, score, lexical_score, cosine))
         return hits

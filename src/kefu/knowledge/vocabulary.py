@@ -128,8 +128,10 @@ class Vocabulary:
     def nearness_of(self, words: Sequence[str]) -> list[float]:
         """``nearness`` of each word, the rows stacked once (an answer's vocabulary does
         not keep them)."""
+        if not words:  # most calls: every word of the message is the knowledge base's own
+            return []
         matrix = self._rows()
-        if not len(matrix) or not words:
+        if not len(matrix):
             return [0.0] * len(words)
         queries = np.stack([self._vectors(word, keep=False) for word in words])
         return [float(best) for best in np.max(queries @ matrix.T, axis=1)]
