@@ -125,6 +125,15 @@ def test_answers_after_the_first_turn_or_with_an_order_id_are_not_cached(
     assert chat(fast, follow_up)["done"]["tier"] == "llm"  # it depended on the first turn
 
 
+def test_a_follow_up_is_never_cached_nor_served_from_the_cache(fast: TestClient) -> None:
+    # Even as a first message, "and what about Japan?" means what the conversation says.
+    first = chat(fast, "And what about Japan?")["done"]
+    assert first["tier"] == "llm"
+    assert first["route"]["reason"] == "the message follows on from an earlier one"
+    settle(fast, first["session_id"])
+    assert chat(fast, "And what about Japan?")["done"]["tier"] == "llm"
+
+
 def test_a_kb_change_evicts_the_cached_answers_it_affects(fast: TestClient) -> None:
     question = "Do you offer engraving on wooden chopping boards?"
     first = chat(fast, question)["done"]

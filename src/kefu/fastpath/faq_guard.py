@@ -7,9 +7,8 @@ and a message they stop goes to the LLM with the passages instead:
 - every id and proper name of the message (an order number, Amazon, 宜家) appears in
   the entry; numbers, places and days need not (the shipping answer lists the
   countries, so it answers "do you ship to Brazil?" too);
-- the message does not follow on from an earlier one ("and the refund?", 运费呢), nor
-  say what it is *not* asking ("I don't need a password reset, I forgot my email",
-  我不是要退货，就想问…), nor ask what the shop sells ("do you sell sofa legs?",
+- the message does not say what it is *not* asking ("I don't need a password reset,
+  I forgot my email", 我不是要退货，就想问…), nor ask what the shop sells ("do you sell sofa legs?",
   你们卖沙发套吗) or which product to choose ("which duvet size should I buy?") of an
   entry that is not about that;
 - against one of the phrasings that share the entry's answer: no opposite picked
@@ -102,14 +101,6 @@ _SELLS = re.compile(
     r"\b(?:sell|sells|selling)\b|\bdo you (?:stock|carry)\b|\bavailable in\b"
     r"|\b(?:does|do) (?:it|they|this|that|these|those) come in\b"
     r"|(?<!拍)卖(?![家完光])|出售|有货|(?:别的|其他|其它)(?:颜色|尺寸|尺码|款式)",
-    re.IGNORECASE,
-)
-
-# "And the refund?", "what about express?", 运费呢？: short, and about what came before;
-# the LLM, which reads the conversation, answers it.
-_FOLLOW_UP = re.compile(
-    r"^\s*(?:and|also|what about|how about)\b[^.!?]{0,40}\??\s*$"
-    r"|^\s*(?:那么?|还有|另外)?[^，。！？,.!?]{1,8}呢[?？]?\s*$",
     re.IGNORECASE,
 )
 
@@ -231,8 +222,6 @@ def faq_objection(
         return "the message asks what the shop sells; the entry is not about that"
     if _ADVICE.search(message) and not _ADVICE.search(text):
         return "the message asks which product to choose; the entry is not about that"
-    if _FOLLOW_UP.search(message):
-        return "the message follows on from an earlier one"
     # Each phrasing's entities and its minimal pair with the message, read once for the
     # two checks below.
     questions = [entry_facts(question) for question in (entry.question, *phrasings)]

@@ -20,7 +20,9 @@ Decision, in order:
    confident wins if it leads the next such candidate by ``config.faq_margin``;
    for faq, its answer's lead over the next answer must reach ``faq_margin`` too
    (two answers close together mean the question is ambiguous); an answer scores
-   its best phrasing plus a share of its second (``_top_faq``);
+   its best phrasing plus a share of its second (``_top_faq``); and a message that
+   follows on from an earlier one ("and the refund?", 运费呢: ``is_follow_up``) is
+   never faq, the conversation says what it asks;
 4. else general, with the reason.
 """
 
@@ -37,6 +39,7 @@ from kefu.fastpath.rules import (
     find_order_id,
     handoff_score,
     is_failure_signal,
+    is_follow_up,
     smalltalk_kind,
 )
 from kefu.knowledge.base import Hit
@@ -56,6 +59,7 @@ HANDOFF_OVER_ORDER = 0.8
 ORDER_ID_CONFIDENCE = 1.0
 ORDER_QUESTION_CONFIDENCE = 0.75
 FAILED_REASON = "the bot failed twice"
+FOLLOW_UP_REASON = "the message follows on from an earlier one"
 # How much an answer's second-best phrasing adds to its score (``_top_faq``). Chosen on
 # the dev and fresh splits of benchmarks/answer_quality.py with ``faq_margin``: 0.2 with a
 # 0.03 margin cut false hits the most (9 to 7 of 472 rows) and lost no answer.
@@ -106,6 +110,7 @@ class Rules:
     handoff: Candidate | None
     order: Candidate | None
     smalltalk: Candidate | None
+    follow_up: bool  # "and the refund?": no FAQ answers it, nor a cached answer (is_follow_up)
 
     def candidates(self) -> list[Candidate]:
         return [c for c in (self.handoff, self.order, self.smalltalk) if c is not None]
@@ -131,7 +136,7 @@ def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
         order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
     small, kind = smalltalk_kind(message)
     smalltalk = Candidate("smalltalk", small, kind) if small > 0 else None
-    return Rules(order_id, handoff, order, smalltalk)
+    return Rules(order_id, handoff, order, smalltalk, is_follow_up(message))
 
 
 def route(
@@ -186,6 +191,8 @@ def route(
     elif top.intent == "faq" and kb_margin < config.faq_margin:
         margin = kb_margin
         fallback = f"faq margin {kb_margin:.2f} over the next answer < {config.faq_margin:.2f}"
+    elif top.intent == "faq" and rules.follow_up:
+        fallback = FOLLOW_UP_REASON
     if fallback is not None:
         return Routing("general", top.confidence, margin, ranked, reason=fallback)
 

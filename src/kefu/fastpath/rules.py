@@ -317,3 +317,17 @@ _FAILURE = _any(
 def is_failure_signal(message: str) -> bool:
     """The customer says the bot's previous answer failed them ("that didn't help", "答非所问")."""
     return _FAILURE.search(_fold(message)) is not None
+
+
+# "And the refund?", "what about express?", 运费呢？: short, and about what came before.
+_FOLLOW_UP = re.compile(
+    r"^\s*(?:and|also|what about|how about)\b[^.!?]{0,40}\??\s*$"
+    r"|^\s*(?:那么?|还有|另外)?[^，。！？,.!?]{1,8}呢[?？]?\s*$",
+    re.IGNORECASE,
+)
+
+
+def is_follow_up(message: str) -> bool:
+    """The message follows on from an earlier one: only the conversation says what it
+    asks, so no answer given to other words, verbatim or cached, fits it."""
+    return _FOLLOW_UP.search(message) is not None

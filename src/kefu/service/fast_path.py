@@ -206,6 +206,8 @@ class FastPath:
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
             routing = replace(routing, intent="general", faq=None, reason=objection)
         self._note_miss(message, hits, routing)
+        if rules.follow_up:  # what it asks is in the conversation: not in the cache, nor for it
+            return Plan(routing, lang, passages=self._passages(hits))
         if self.settings.answer_cache:
             lookup = self.cache.lookup(scope, message, vector, asked)
             if lookup.answer is not None:

@@ -170,12 +170,8 @@ def test_a_product_is_no_detail_of_a_catalogue_entry(objection: Objection) -> No
     assert objection(message, as_catalogue) == "the answer is not about cushions, blankets"
 
 
-def test_a_follow_up_on_an_earlier_message_stops_it(objection: Objection) -> None:
-    why = "the message follows on from an earlier one"
-    assert objection("And the refund?", RETURNS) == why
-    assert objection("what about Japan?", SHIPPING) == why
-    assert objection("运费呢？", SHIPPING_ZH) == why
-    # An ordinal names no topic: "the second one" of what?
+def test_an_ordinal_names_no_topic(objection: Objection) -> None:
+    # "the second one" of what? (A follow-up is the router's to stop: rules.is_follow_up.)
     assert objection("I want the second one", EXCHANGES) == "the message names no topic of its own"
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from kefu.fastpath.router import (
     FAILED_REASON,
+    FOLLOW_UP_REASON,
     ORDER_QUESTION_CONFIDENCE,
     RULE_THRESHOLD,
     SECOND_PHRASING_WEIGHT,
@@ -93,6 +94,21 @@ def test_the_runner_ups_second_phrasing_narrows_the_lead() -> None:
     # 0.9 + 0.2 * 0.5 against 0.8 + 0.2 * 0.7: a lead of 0.06, under the 0.08 margin.
     assert routing.intent == "general"
     assert routing.margin == pytest.approx(0.9 + SECOND_PHRASING_WEIGHT * (0.5 - 0.7) - 0.8)
+
+
+def test_a_follow_up_on_an_earlier_message_is_not_faq() -> None:
+    shipping = hit("Which countries do you ship to?", 0.9)
+    shipping_zh = hit("能寄到哪些国家？", 0.9)
+    for message, top in [
+        ("And the refund?", RETURNS),
+        ("what about Japan?", shipping),
+        ("运费呢？", shipping_zh),
+    ]:
+        routing = go(message, top, REFUND)
+        assert (routing.intent, routing.reason) == ("general", FOLLOW_UP_REASON)
+    # A question of its own that opens the same way is not one.
+    message = "what about returns of things bought in the holiday sale last month?"
+    assert go(message, RETURNS).intent == "faq"
 
 
 def test_a_close_passage_is_not_a_rival_faq() -> None:
