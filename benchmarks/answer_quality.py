@@ -71,6 +71,7 @@ class Reply:
     handoff: bool = False
     error: str | None = None
     server_e2e_ms: float | None = None  # the done event's own e2e: no client-side queueing
+    timings: dict[str, float] = field(default_factory=dict)  # the done event's timings
 
     @property
     def source_question(self) -> str | None:
@@ -114,7 +115,8 @@ async def post_chat(client: httpx.AsyncClient, base_url: str, message: str) -> R
                         reply.tier = body.get("tier")
                         reply.intent = (body.get("route") or {}).get("intent")
                         reply.source = body.get("source")
-                        reply.server_e2e_ms = (body.get("timings") or {}).get("e2e_ms")
+                        reply.timings = body.get("timings") or {}
+                        reply.server_e2e_ms = reply.timings.get("e2e_ms")
                     event, data = "message", ""
     except httpx.HTTPError as exc:
         reply.error = type(exc).__name__

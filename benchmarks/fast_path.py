@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import itertools
 import random
 import sys
 import time
@@ -31,6 +32,7 @@ import httpx
 
 from answer_quality import DATA, Reply, post_chat
 from harness import kefu_server, percentile
+from kefu.service.timeline import STAGE_OF_MARK
 
 DEMO_KB = Path(__file__).resolve().parent.parent / "src" / "kefu" / "knowledge" / "demo"
 FAST_KINDS = {"paraphrase", "order_status", "smalltalk"}
@@ -45,6 +47,7 @@ class Sample:
     status: int
     error: str | None
     server_ms: float  # the server's own receipt-to-done time (the done event's e2e_ms)
+    stages: dict[str, float]  # the server's time per stage (ms), from the done event's marks
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -87,7 +90,23 @@ def sample_of(reply: Reply) -> Sample:
     tier = reply.tier if reply.error is None and reply.tier else "error"
     e2e_ms = (end - reply.sent) * 1e3
     server_ms = reply.server_e2e_ms if reply.server_e2e_ms is not None else e2e_ms
-    return Sample(tier, (first - reply.sent) * 1e3, e2e_ms, reply.status, reply.error, server_ms)
+    ttft_ms = (first - reply.sent) * 1e3
+    return Sample(tier, ttft_ms, e2e_ms, reply.status, reply.error, server_ms, stages_of(reply))
+
+
+def stages_of(reply: Reply) -> dict[str, float]:
+    """Each stage's share of the server's time, named as the server's own metrics name
+    them: the done event's marks are offsets from receipt, so a stage is the gap between
+    its mark and the one before."""
+    marks = sorted(
+        (at, name.removesuffix("_at_ms"))
+        for name, at in reply.timings.items()
+        if name.endswith("_at_ms")
+    )
+    return {
+        STAGE_OF_MARK.get(name, name): at - before
+        for (before, _), (at, name) in itertools.pairwise(marks)
+    }
 
 
 async def customer(
@@ -177,6 +196,7 @@ def report(title: str, samples: Sequence[Sample], duration: float) -> float:
     count_429 = sum(s.status == 429 for s in errors)
     count_503 = sum(s.status == 503 for s in errors)
     other = len(errors) - count_429 - count_503
+    stage_table(fast)
     print(f"errors: 429={count_429} 503={count_503} other={other}")
     reasons = sorted({s.error or "" for s in errors if s.status not in (429, 503)})
     if reasons:
@@ -186,6 +206,23 @@ def report(title: str, samples: Sequence[Sample], duration: float) -> float:
         ratio = percentile([s.e2e_ms for s in llm], 50) / percentile([s.e2e_ms for s in fast], 50)
         print(f"llm p50 E2E / fast-path p50 E2E = {ratio:.1f}x")
     return ratio
+
+
+def stage_table(fast: Sequence[Sample]) -> None:
+    """Where the server's time on fast-path replies went: each stage's p50/p99/max, and
+    the stages of the slowest replies (is the tail one stage, or everything at once?)."""
+    names = list(dict.fromkeys(name for s in fast for name in s.stages))
+    if not names:
+        return
+    print("server stages of fast-path replies (ms):")
+    print(f"  {'stage':10} {'p50':>7} {'p99':>7} {'max':>7}")
+    for name in names:
+        values = [s.stages.get(name, 0.0) for s in fast]
+        figures = (percentile(values, 50), percentile(values, 99), max(values))
+        print(f"  {name:10} " + " ".join(f"{v:7.2f}" for v in figures))
+    for s in sorted(fast, key=lambda s: s.server_ms)[-3:]:
+        parts = ", ".join(f"{name} {ms:.1f}" for name, ms in s.stages.items())
+        print(f"  slow: {s.server_ms:.1f} ms = {parts}")
 
 
 def phase(

@@ -93,11 +93,12 @@ class Settings(BaseModel):
         "(the persona, the conversation so far) prefills only what is new; 0 turns it off.",
     )
     engine_nice: int = Field(
-        5,
+        19,
         ge=0,
         le=19,
         description="Niceness added to llama.cpp's decode threads, so the event loop and the "
-        "fast path get the CPU first (0 = same priority).",
+        "fast path get the CPU first (0 = same priority). Decoding still gets every cycle "
+        "they leave.",
     )
     max_tokens: int = Field(
         256, ge=1, description="Reply length cap when a request does not set max_tokens."
