@@ -160,16 +160,17 @@ async def _open_orders(settings: Settings) -> OrderBackend:
 
 
 async def _run_fast_path(runtime: Runtime, fast_path: FastPath, every: float = 2.0) -> None:
-    """Open the fast path, then follow changes the ``kefu kb``/``kefu cache`` commands make."""
+    """Open the fast path, then follow changes the ``kefu kb``/``kefu cache`` commands make
+    (the first round at once: it reads ahead what the FAQ guard compares with)."""
     await runtime.start_fast_path(fast_path)
     if runtime.fast_path is None:
         return
     while True:
-        await asyncio.sleep(every)
         try:
             await fast_path.refresh()
         except Exception:
             log.exception("reading knowledge-base or cache changes failed")
+        await asyncio.sleep(every)
 
 
 async def _sample_load(runtime: Runtime, every: float = 1.0) -> None:

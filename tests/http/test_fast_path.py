@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -389,3 +390,20 @@ def test_the_llm_reads_one_passage_per_answer(
     )
     assert prompt.count(delivery) == 1
     assert sum(answer in prompt for answer in answers) == 3
+
+
+@pytest.mark.anyio
+async def test_the_server_reads_the_knowledge_base_ahead_of_customers(
+    settings_factory: Any,
+) -> None:
+    app = make_app(settings_factory(fast_path=True), FakeEngine())
+    async with serve(app):
+        runtime: Runtime = app.state.runtime
+        assert runtime.fast_path is not None
+        fast_path = runtime.fast_path
+        deadline = time.monotonic() + 20
+        # The refresh round reads the demo's texts on the import thread, from the start.
+        while await fast_path.read_kb(lambda kb: kb.unread(1)):
+            assert time.monotonic() < deadline, "the demo was not read ahead"
+            await asyncio.sleep(0.05)
+        assert await fast_path.read_ahead() == 0

@@ -32,13 +32,14 @@ and "my parcel didn't arrive", 登不上去 or 你们发美国不 ask the same a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from kefu.cache import lexicon, places
 from kefu.cache.frame import swapped
 from kefu.cache.guard import Salient, salient
 from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.kb_words import AnswerGroup
 from kefu.knowledge.text import is_cjk_word, words_of
 from kefu.knowledge.vocabulary import is_catalogue
 
@@ -188,27 +189,23 @@ def faq_objection(
     entry: KbEntry,
     *,
     kb_words: Lexicon,
-    answer_words: Lexicon,
-    phrasings: Sequence[str] = (),
+    answer: AnswerGroup,
     catalogue: Lexicon | None = None,
-    entry_facts: Callable[[str], Salient] = salient,
     asked: Salient | None = None,
 ) -> str | None:
     """Why the entry must not answer the message verbatim, or None when it may.
 
-    ``kb_words`` are the words of the whole knowledge base, ``answer_words`` those of
-    the entry's answer and of every question it answers. ``phrasings`` are the other
-    questions that share the entry's answer: the message needs to agree with one of
-    them ("can't log in" with "I can't log in", not with "How do I reset my password?").
-    ``catalogue`` are the products the shop's catalogue entries name: a product it
-    sells is a detail of a question about anything else (returns cover the blanket too).
-    ``entry_facts`` is ``salient`` for the entry's texts, memoised by a caller that
-    sees the same entries again and again (most of this function's cost). ``asked`` is
-    ``salient(message)`` when the caller has it (the answer cache reads it too).
+    ``kb_words`` are the words of the whole knowledge base; ``answer`` is the entry's
+    answer with every question it answers, read ahead: the message needs to agree with
+    one of those questions ("can't log in" with "I can't log in", not with "How do I
+    reset my password?"). ``catalogue`` are the products the shop's catalogue entries
+    name: a product it sells is a detail of a question about anything else (returns
+    cover the blanket too). ``asked`` is ``salient(message)`` when the caller has it
+    (the answer cache reads it too).
     """
     asked = salient(message) if asked is None else asked
-    covered = entry_facts(f"{entry.question}\n{entry.answer}\n" + "\n".join(phrasings))
-    text = f"{entry.question} {entry.answer} {' '.join(phrasings)}".casefold()
+    covered = answer.coverage
+    text = covered.text
     for kind in ("ids", "names"):
         for item in sorted(getattr(asked, kind)):
             if kind == "names" and item in _WHEN_NAMES:
@@ -224,7 +221,7 @@ def faq_objection(
         return "the message asks which product to choose; the entry is not about that"
     # Each phrasing's entities and its minimal pair with the message, read once for the
     # two checks below.
-    questions = [entry_facts(question) for question in (entry.question, *phrasings)]
+    questions = answer.questions(entry)
     swaps = [swapped(asked.frame, question.frame) for question in questions]
     differences = [_differs(asked, q, swap) for q, swap in zip(questions, swaps, strict=True)]
     if differences[0] is not None and all(differences[1:]):
@@ -240,11 +237,11 @@ def faq_objection(
     if catalogue is not None and not is_catalogue(entry):
         topic = [word for word in topic if not uses(catalogue, word)]
     for swap in swaps:
-        if swap is not None and _unfamiliar(_within(topic, swap[0]), answer_words):
+        if swap is not None and _unfamiliar(_within(topic, swap[0]), answer.vocabulary):
             # 邮局几点开门 is 实体店几点开门 with its subject swapped for one the answer
             # never names: however well other phrasings fit, it asks about something else.
             return f"the entry is about {swap[1]}, not {swap[0]}"
-    elsewhere = _unfamiliar(topic, answer_words)
+    elsewhere = _unfamiliar(topic, answer.vocabulary)
     if len(elsewhere) > OFF_TOPIC_WORDS:
         return "the answer is not about " + ", ".join(elsewhere[:5])
     return None

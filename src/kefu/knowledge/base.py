@@ -18,14 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
+from kefu.cache.guard import Salient
 from kefu.errors import NotFound
 from kefu.knowledge.bm25 import terms_of
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry, entry_id
 from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
+from kefu.knowledge.kb_words import AnswerGroup, KbWords, entry_words
 from kefu.knowledge.store import KbStore
-from kefu.knowledge.vocabulary import KbWords, Vocabulary, entry_words
+from kefu.knowledge.vocabulary import Vocabulary
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
@@ -192,14 +194,18 @@ class KnowledgeBase:
         entry = self._index.get(entry_id(message))
         return entry if entry is not None and entry.kind == "faq" else None
 
-    def phrasings(self, entry: KbEntry) -> list[str]:
-        """The questions of the other FAQ entries with the same answer as this one."""
-        return self._words.phrasings(entry)
+    def answer(self, entry: KbEntry) -> AnswerGroup:
+        """The entry's answer with every question it answers: what the FAQ guard
+        compares a message with."""
+        return self._words.answer(entry)
 
-    def answer_vocabulary(self, entry: KbEntry) -> Vocabulary:
-        """The words of one answer and of every question it answers: what that answer
-        is about, for the FAQ guard to compare a message with."""
-        return self._words.of_answer(entry)
+    def unread(self, limit: int) -> list[str]:
+        """Texts of FAQ entries whose entities the guard has not read yet: for
+        ``kb_words.read_texts`` on another thread, then ``learn``."""
+        return self._words.unread(limit)
+
+    def learn(self, facts: Mapping[str, Salient]) -> None:
+        self._words.learn(facts)
 
     @property
     def vocabulary(self) -> Vocabulary:

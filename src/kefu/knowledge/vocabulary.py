@@ -1,5 +1,5 @@
-"""The words a knowledge base uses, kept in step with its entries, and how near an
-unknown word comes to them.
+"""Vocabularies: the words a knowledge base uses (``kb_words.KbWords`` keeps them in
+step with its entries), and how near an unknown word comes to them.
 
 The FAQ guard asks of every content word of a message: does the shop talk about
 this, and does the chosen answer? A word the knowledge base uses is familiar; so is
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kefu.knowledge.embedder import Embedder, Vectors
-from kefu.knowledge.entries import KbEntry, answer_key
+from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.text import words_of
 
 # Entries in this category (any case) list what the shop sells: the products they name
@@ -49,12 +49,6 @@ def catalogue_products(text: str) -> list[str]:
             if words and len(words[-1]) > 1:
                 products.append(words[-1])
     return products
-
-
-def entry_words(entry: KbEntry) -> list[str]:
-    """The words an entry adds to the vocabularies (jieba's work, the costly part: an
-    import thread computes them ahead for ``KnowledgeBase.add(ready=...)``)."""
-    return words_of(f"{entry.question}\n{entry.answer}")
 
 
 class WordVectors:
@@ -145,68 +139,3 @@ class Vocabulary:
         if self._keep_rows:
             self._matrix = matrix
         return matrix
-
-
-class KbWords:
-    """The whole knowledge base's vocabulary, each answer's (the words of the answer and
-    of every question it answers), the products of the ``CATALOGUE`` entries, and which
-    questions share an answer."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self._embedder = embedder
-        self._vectors = WordVectors(embedder)
-        self.vocabulary = Vocabulary(self._vectors)
-        self.catalogue = Vocabulary(self._vectors)
-        self._entry_words: dict[str, list[str]] = {}
-        self._products: dict[str, list[str]] = {}  # catalogue entry id -> its products
-        self._answers: dict[str, dict[str, KbEntry]] = {}  # normalised answer -> id -> entry
-        self._answer_words: dict[str, Vocabulary] = {}
-
-    def add(self, entry: KbEntry, words: list[str] | None = None) -> None:
-        """``words`` are ``entry_words(entry)`` when already computed."""
-        words = entry_words(entry) if words is None else words
-        self._entry_words[entry.id] = words
-        self.vocabulary.add(words)
-        if is_catalogue(entry):
-            products = self._products[entry.id] = catalogue_products(entry.answer)
-            self.catalogue.add(products)
-        if entry.kind == "faq":
-            key = answer_key(entry.answer)
-            self._answers.setdefault(key, {})[entry.id] = entry
-            vocabulary = self._answer_words.get(key)
-            if vocabulary is None:
-                vocabulary = self._answer_words[key] = Vocabulary(self._vectors, keep_rows=False)
-            vocabulary.add(words)
-
-    def words_of(self, entry: KbEntry) -> list[str] | None:
-        """The words kept for an entry in the knowledge base (None for another)."""
-        return self._entry_words.get(entry.id)
-
-    def remove(self, entry: KbEntry) -> None:
-        words = self._entry_words.pop(entry.id, [])
-        self.vocabulary.remove(words)
-        self.catalogue.remove(self._products.pop(entry.id, []))
-        for word in set(words):
-            if word not in self.vocabulary:
-                self._vectors.forget(word)
-        key = answer_key(entry.answer)
-        group = self._answers.get(key)
-        if group is not None and group.pop(entry.id, None) is not None:
-            self._answer_words[key].remove(words)
-            if not group:
-                del self._answers[key], self._answer_words[key]
-
-    def phrasings(self, entry: KbEntry) -> list[str]:
-        """The questions of the other FAQ entries with the same answer."""
-        group = self._answers.get(answer_key(entry.answer), {})
-        return [other.question for other in group.values() if other.id != entry.id]
-
-    def of_answer(self, entry: KbEntry) -> Vocabulary:
-        vocabulary = self._answer_words.get(answer_key(entry.answer))
-        if vocabulary is None:  # an entry not (or no longer) in the knowledge base
-            vocabulary = Vocabulary.of([f"{entry.question}\n{entry.answer}"], self._embedder)
-        return vocabulary
-
-    def prepare(self) -> None:
-        """Build the knowledge base's nearness matrix now, not in a customer's request."""
-        self.vocabulary.prepare()

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
-from kefu.cache.guard import Salient, salient
+from kefu.cache.guard import salient
 from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
@@ -30,6 +30,7 @@ from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
+from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.text import language
 from kefu.settings import Settings
@@ -48,6 +49,9 @@ NEAR_A_CHANGE = 0.1
 # Past this many changed entries, evict every cached answer rather than check each one
 # against every change: a change that large re-bases what the answers should say.
 NEARNESS_CHECK_MAX = 16
+# Knowledge-base texts read ahead per refresh round: about a second of the import
+# thread's time, so an import waits at most that long behind it.
+READ_AHEAD_TEXTS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +96,6 @@ class FastPath:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
         self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
         self.embedder: Embedder | None = None
-        # The FAQ guard's entities of knowledge-base texts: the same few hundred texts
-        # every time, so computed once (cleared when the knowledge base changes).
-        self._facts: dict[str, Salient] = {}
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
         self.misses: MissLog | None = None
@@ -195,10 +196,8 @@ class FastPath:
                 message,
                 entry,
                 kb_words=self.kb.vocabulary,
-                answer_words=self.kb.answer_vocabulary(entry),
-                phrasings=self.kb.phrasings(entry),
+                answer=self.kb.answer(entry),
                 catalogue=self.kb.catalogue,
-                entry_facts=self._entry_facts,
                 asked=asked,
             )
             if objection is None:
@@ -274,14 +273,7 @@ class FastPath:
         if change:
             assert self.kb is not None
             self.kb.prepare()
-            self._facts.clear()
             self._invalidate(change)
-
-    def _entry_facts(self, text: str) -> Salient:
-        facts = self._facts.get(text)
-        if facts is None:
-            facts = self._facts[text] = salient(text)
-        return facts
 
     def _invalidate(self, change: KbChange) -> int:
         if self.cache is None or self.embedder is None:
@@ -320,3 +312,15 @@ class FastPath:
                 self.misses.flush()
 
         await self.run(refresh)
+        await self.read_ahead()
+
+    async def read_ahead(self) -> int:
+        """Read the entities of knowledge-base texts the FAQ guard has not seen yet, on the
+        import thread: otherwise the first message about each answer pays for its
+        questions' (a few milliseconds). Returns how many texts were read."""
+        texts = await self.read_kb(lambda kb: kb.unread(READ_AHEAD_TEXTS))
+        if texts:
+            loop = asyncio.get_running_loop()
+            facts = await loop.run_in_executor(self._importer, read_texts, texts)
+            await self.read_kb(lambda kb: kb.learn(facts))
+        return len(texts)

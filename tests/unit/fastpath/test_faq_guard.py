@@ -10,6 +10,7 @@ import pytest
 from kefu.fastpath.faq_guard import faq_objection, unfamiliar_terms
 from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.kb_words import AnswerGroup
 from kefu.knowledge.vocabulary import Vocabulary, WordVectors, catalogue_products, is_catalogue
 
 RETURNS = KbEntry.make(
@@ -84,13 +85,11 @@ def objection(
     def check(
         message: str, entry: KbEntry, phrasings: Sequence[str] = (), *, products: bool = True
     ) -> str | None:
-        answer_words = Vocabulary.of([entry.question, entry.answer, *phrasings], static_embedder)
         return faq_objection(
             message,
             entry,
             kb_words=kb_words,
-            answer_words=answer_words,
-            phrasings=phrasings,
+            answer=AnswerGroup.of(entry, phrasings, static_embedder),
             catalogue=catalogue if products else None,
         )
 

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
+from kefu.cache.guard import salient
 from kefu.knowledge.base import KnowledgeBase, prepared
 from kefu.knowledge.embedder import TABLE, StaticEmbedder
 from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.kb_words import entry_words, read_texts
 from kefu.knowledge.text import words_of
-from kefu.knowledge.vocabulary import Vocabulary, catalogue_products, entry_words
+from kefu.knowledge.vocabulary import Vocabulary, catalogue_products
 
 
 def cosine(embedder: StaticEmbedder, a: str, b: str) -> float:
@@ -71,32 +73,59 @@ def test_vocabulary_knows_the_words_and_how_near_others_come(
     assert Vocabulary.of([], static_embedder).nearness("anything") == 0.0
 
 
-def test_phrasings_and_answer_words_follow_changes(
-    tmp_path: Path, static_embedder: StaticEmbedder
-) -> None:
+def test_an_answers_group_follows_changes(tmp_path: Path, static_embedder: StaticEmbedder) -> None:
     kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
     answer = "Delivery takes 2-4 business days."
     first = KbEntry.make("How long does delivery take?", answer)
-    second = KbEntry.make("when will my parcel come", answer)
+    second = KbEntry.make("when will my DHL parcel come", answer)
     other = KbEntry.make("How do I reset my password?", "Use the Forgot password link.")
     kb.add([first, second, other])
-    assert kb.phrasings(first) == ["when will my parcel come"]
-    assert "parcel" in kb.answer_vocabulary(first)
-    assert "password" not in kb.answer_vocabulary(first)
+    group = kb.answer(first)
+    assert group.phrasings(first) == ["when will my DHL parcel come"]
+    assert "parcel" in group.vocabulary
+    assert "password" not in group.vocabulary
     assert "password" in kb.vocabulary
+    # What the FAQ guard compares with: each question's entities, what they all name.
+    assert group.questions(first) == [salient(first.question), salient(second.question)]
+    assert "dhl" in group.coverage.names
+    assert "business days" in group.coverage.text
     third = KbEntry.make("parcel arrival time?", answer)
     kb.add([third])
-    assert sorted(kb.phrasings(first)) == ["parcel arrival time?", "when will my parcel come"]
-    assert "arrival" in kb.answer_vocabulary(first)
+    phrasings = ["parcel arrival time?", "when will my DHL parcel come"]
+    assert sorted(group.phrasings(first)) == phrasings
+    assert "arrival" in group.vocabulary
     kb.remove([other.id])
     assert "password" not in kb.vocabulary
     # The same question with a new answer leaves the old answer's group.
-    moved = KbEntry.make("when will my parcel come", "Parcels come within a week.")
+    moved = KbEntry.make("when will my DHL parcel come", "Parcels come within a week.")
     kb.add([moved])
-    assert kb.phrasings(first) == ["parcel arrival time?"]
-    assert kb.phrasings(moved) == []
-    assert "week" in kb.answer_vocabulary(moved)
-    assert "week" not in kb.answer_vocabulary(first)
+    assert group.phrasings(first) == ["parcel arrival time?"]
+    assert "dhl" not in group.coverage.names  # what the group covered is not kept
+    assert kb.answer(moved).phrasings(moved) == []
+    assert "dhl" in kb.answer(moved).coverage.names
+    assert "week" in kb.answer(moved).vocabulary
+    assert "week" not in group.vocabulary
+
+
+def test_texts_are_read_ahead_once(tmp_path: Path, static_embedder: StaticEmbedder) -> None:
+    kb = KnowledgeBase.open(tmp_path / "knowledge.db", static_embedder)
+    answer = "Delivery takes 2-4 business days."
+    first = KbEntry.make("How long does delivery take?", answer)
+    second = KbEntry.make("when will my DHL parcel come", answer)
+    kb.add([first, second, KbEntry.make("Contact", "Mail us.", kind="passage")])
+    assert kb.unread(1) == [first.question]
+    texts = kb.unread(100)
+    assert sorted(texts) == sorted([first.question, second.question, answer])  # no passage
+    facts = read_texts(texts)
+    kb.learn(facts)
+    assert kb.unread(100) == []
+    # What the guard reads is what was read ahead, not read again.
+    assert kb.answer(first).questions(second)[0] is facts[second.question]
+    third = KbEntry.make("parcel arrival time?", answer)
+    kb.add([third])
+    assert kb.unread(100) == [third.question]
+    kb.answer(third).questions(third)  # a customer's message gets there first
+    assert kb.unread(100) == []
     kb.close()
 
 
@@ -150,12 +179,14 @@ def test_words_kept_in_step_equal_a_fresh_build(
     kb.add([d], ready=prepared(static_embedder, kb.needing_vectors([d])))
     fresh = KnowledgeBase.open(path, static_embedder)
     for entry in fresh.entries():
-        assert sorted(kb.phrasings(entry)) == sorted(fresh.phrasings(entry))
+        group, reread = kb.answer(entry), fresh.answer(entry)
+        assert sorted(group.phrasings(entry)) == sorted(reread.phrasings(entry))
+        assert group.coverage == reread.coverage
         for word in entry_words(entry):
             assert word in kb.vocabulary
-            assert word in kb.answer_vocabulary(entry)
+            assert word in group.vocabulary
         # no stale word left behind in the answer's group (the updated entry moved out)
-        assert len(kb.answer_vocabulary(entry)) == len(fresh.answer_vocabulary(entry))
+        assert len(group.vocabulary) == len(reread.vocabulary)
     assert len(kb.vocabulary) == len(fresh.vocabulary)
     assert len(kb.catalogue) == len(fresh.catalogue)
     assert "password" not in kb.vocabulary
