@@ -133,9 +133,18 @@ async def customer(
         await asyncio.sleep(max(0.0, min(pause, deadline - time.monotonic())))
 
 
+async def loop_lag(deadline: float, out: list[float], every: float = 0.01) -> None:
+    """How late this process's own event loop wakes (ms): the load generator shares the
+    machine with the server, and its delays are in every client-side figure."""
+    while time.monotonic() < deadline:
+        start = time.perf_counter()
+        await asyncio.sleep(every)
+        out.append((time.perf_counter() - start - every) * 1e3)
+
+
 async def load(
     url: str, args: argparse.Namespace, pools: tuple[list[str], list[str]]
-) -> list[Sample]:
+) -> tuple[list[Sample], list[float]]:
     limits = httpx.Limits(
         max_connections=args.clients + 8, max_keepalive_connections=args.clients + 8
     )
@@ -143,9 +152,11 @@ async def load(
         await post_chat(client, url, "hello")  # warm up, not counted
         await post_chat(client, url, pools[1][0])
         samples: list[Sample] = []
+        lags: list[float] = []
         deadline = time.monotonic() + args.duration
         rng = random.Random(args.seed)
         await asyncio.gather(
+            loop_lag(deadline, lags),
             *(
                 customer(
                     client,
@@ -159,9 +170,9 @@ async def load(
                     args.zipf,
                 )
                 for _ in range(args.clients)
-            )
+            ),
         )
-    return samples
+    return samples, lags
 
 
 def row(label: str, samples: Sequence[Sample]) -> str:
@@ -173,7 +184,7 @@ def row(label: str, samples: Sequence[Sample]) -> str:
     return f"{label:26} {len(samples):7d} " + " ".join(f"{v:9.1f}" for v in figures)
 
 
-def report(title: str, samples: Sequence[Sample], duration: float) -> float:
+def report(title: str, samples: Sequence[Sample], duration: float, lags: Sequence[float]) -> float:
     """Print one phase's table; return LLM p50 E2E / fast-path p50 E2E (nan if one is empty)."""
     ok = [s for s in samples if s.tier != "error"]
     errors = [s for s in samples if s.tier == "error"]
@@ -197,6 +208,10 @@ def report(title: str, samples: Sequence[Sample], duration: float) -> float:
     count_503 = sum(s.status == 503 for s in errors)
     other = len(errors) - count_429 - count_503
     stage_table(fast)
+    if lags:
+        figures = (percentile(lags, 50), percentile(lags, 99), max(lags))
+        print("client event-loop lag (the load generator's own delay, in every client figure):")
+        print("  p50 {:.2f} ms, p99 {:.2f} ms, max {:.2f} ms".format(*figures))
     print(f"errors: 429={count_429} 503={count_503} other={other}")
     reasons = sorted({s.error or "" for s in errors if s.status not in (429, 503)})
     if reasons:
@@ -227,7 +242,7 @@ def stage_table(fast: Sequence[Sample]) -> None:
 
 def phase(
     args: argparse.Namespace, pools: tuple[list[str], list[str]], *flags: str
-) -> list[Sample]:
+) -> tuple[list[Sample], list[float]]:
     with kefu_server(*flags, *args.serve_flag) as url:
         return asyncio.run(load(url, args, pools))
 
@@ -263,11 +278,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(pools[1])} general), zipf {args.zipf:g}",
         file=sys.stderr,
     )
-    with_fast = phase(args, pools)
-    ratio = report("kefu with the fast path", with_fast, args.duration)
+    with_fast, lags = phase(args, pools)
+    ratio = report("kefu with the fast path", with_fast, args.duration, lags)
     if not args.no_baseline:
-        baseline = phase(args, pools, "--no-fast-path")
-        report("baseline: --no-fast-path (every message to the LLM)", baseline, args.duration)
+        baseline, lags = phase(args, pools, "--no-fast-path")
+        report("baseline: --no-fast-path (every message to the LLM)", baseline, args.duration, lags)
         both = [s.e2e_ms for s in with_fast if s.tier != "error"]
         base = [s.e2e_ms for s in baseline if s.tier != "error"]
         print(
