@@ -95,9 +95,9 @@ def sample_of(reply: Reply) -> Sample:
 
 
 def stages_of(reply: Reply) -> dict[str, float]:
-    """Each stage's share of the server's time, named as the server's own metrics name
-    them: the done event's marks are offsets from receipt, so a stage is the gap between
-    its mark and the one before."""
+    """How long each stage of the server's time took, named as the server's own metrics
+    name them: the done event's marks are offsets from receipt, so a stage is the gap
+    between its mark and the one before."""
     marks = sorted(
         (at, name.removesuffix("_at_ms"))
         for name, at in reply.timings.items()
@@ -230,11 +230,11 @@ def stage_table(fast: Sequence[Sample]) -> None:
     if not names:
         return
     print("server stages of fast-path replies (ms):")
-    print(f"  {'stage':10} {'p50':>7} {'p99':>7} {'max':>7}")
+    print(f"  {'stage':10} {'p50':>7} {'p99':>7} {'max':>7} {'replies':>8}")
     for name in names:
-        values = [s.stages.get(name, 0.0) for s in fast]
+        values = [s.stages[name] for s in fast if name in s.stages]
         figures = (percentile(values, 50), percentile(values, 99), max(values))
-        print(f"  {name:10} " + " ".join(f"{v:7.2f}" for v in figures))
+        print(f"  {name:10} " + " ".join(f"{v:7.2f}" for v in figures) + f" {len(values):8d}")
     for s in sorted(fast, key=lambda s: s.server_ms)[-3:]:
         parts = ", ".join(f"{name} {ms:.1f}" for name, ms in s.stages.items())
         print(f"  slow: {s.server_ms:.1f} ms = {parts}")

@@ -160,8 +160,9 @@ async def _open_orders(settings: Settings) -> OrderBackend:
 
 
 async def _run_fast_path(runtime: Runtime, fast_path: FastPath, every: float = 2.0) -> None:
-    """Open the fast path, then follow changes the ``kefu kb``/``kefu cache`` commands make
-    (the first round at once: it reads ahead what the FAQ guard compares with)."""
+    """Open the fast path, then follow changes the ``kefu kb``/``kefu cache`` commands make:
+    a round at once, then every ``every`` seconds (each also reads the next knowledge-base
+    texts ahead)."""
     await runtime.start_fast_path(fast_path)
     if runtime.fast_path is None:
         return

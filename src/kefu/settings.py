@@ -96,9 +96,9 @@ class Settings(BaseModel):
         19,
         ge=0,
         le=19,
-        description="Niceness added to llama.cpp's decode threads, so the event loop and the "
-        "fast path get the CPU first (0 = same priority). Decoding still gets every cycle "
-        "they leave.",
+        description="Niceness added to llama.cpp's decode threads (and to the thread that "
+        "reads the knowledge base ahead), so the event loop and the fast path get the CPU "
+        "first (0 = same priority). Decoding still gets every cycle they leave.",
     )
     max_tokens: int = Field(
         256, ge=1, description="Reply length cap when a request does not set max_tokens."

@@ -205,6 +205,7 @@ class KnowledgeBase:
         return self._words.unread(limit)
 
     def learn(self, facts: Mapping[str, Salient]) -> None:
+        """Keep the entities ``read_texts`` found of texts ``unread`` gave."""
         self._words.learn(facts)
 
     @property

@@ -3,10 +3,10 @@
 The guard compares a message with the chosen answer: with the words of the whole
 knowledge base, with the words and names the answer and its questions use, and with
 each of those questions. Word lists change per entry added or removed, never by
-cutting every entry again. The entities of the texts (``cache.guard.salient``, a
-millisecond or so a text) are read ahead on another thread (``unread`` then
-``learn``), so the first customer to ask about an answer does not pay for them; a
-text not yet read ahead is read when the guard first needs it.
+cutting every entry again. The entities of the texts (``cache.guard.salient``, about
+0.25 ms a text, a few ms an answer) are read ahead on another thread (``unread``, then
+``read_texts`` there, then ``learn``), so the first customer to ask about an answer does
+not pay for them; a text not yet read ahead is read when the guard first needs it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Coverage:
     ids: frozenset[str]
     names: frozenset[str]
     words: frozenset[str]
-    text: str  # casefolded: every question, then the answer
+    text: str  # casefolded, one text a line: every question and answer, sorted
 
 
 class AnswerGroup:
@@ -85,12 +85,16 @@ class AnswerGroup:
     def unread(self) -> list[str]:
         return [text for text in self._texts() if text not in self._facts]
 
-    def learn(self, facts: Mapping[str, Salient]) -> None:
+    def learn(self, facts: Mapping[str, Salient]) -> bool:
         """Keep what ``read_texts`` found of this group's texts (others were removed
-        meanwhile)."""
+        meanwhile); whether every text is read now."""
+        done = True
         for text in self.unread():
             if text in facts:
                 self._facts[text] = facts[text]
+            else:
+                done = False
+        return done
 
     def _facts_of(self, text: str) -> Salient:
         found = self._facts.get(text)
@@ -115,7 +119,8 @@ class AnswerGroup:
                 ids=frozenset().union(*(found.ids for found in facts)),
                 names=frozenset().union(*(found.names for found in facts)),
                 words=frozenset().union(*(found.words for found in facts)),
-                text=" ".join(texts).casefold(),
+                # A line a text: a phrase is not found across two of them.
+                text="\n".join(sorted(texts)).casefold(),
             )
         return self._coverage
 
@@ -170,8 +175,9 @@ class KbWords:
                 self._unread.discard(key)
 
     def answer(self, entry: KbEntry) -> AnswerGroup:
-        """The group of the entry's answer; one of its own for an entry not (or no
-        longer) in the knowledge base."""
+        """The group of the entry's answer; one of its own, read now, for an entry not
+        (or no longer) in the knowledge base (the fast path's hits never are: they come
+        from the same thread)."""
         group = self._answers.get(answer_key(entry.answer))
         if group is None or entry.id not in group.entries:
             return AnswerGroup.of(entry, group.phrasings(entry) if group else [], self._embedder)
@@ -191,9 +197,7 @@ class KbWords:
 
     def learn(self, facts: Mapping[str, Salient]) -> None:
         for key in list(self._unread):
-            group = self._answers[key]
-            group.learn(facts)
-            if not group.unread():
+            if self._answers[key].learn(facts):
                 self._unread.discard(key)
 
     def prepare(self) -> None:

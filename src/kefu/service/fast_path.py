@@ -34,6 +34,7 @@ from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.text import language
 from kefu.settings import Settings
+from kefu.threads import lower_priority
 
 log = logging.getLogger("kefu.fastpath")
 
@@ -49,8 +50,7 @@ NEAR_A_CHANGE = 0.1
 # Past this many changed entries, evict every cached answer rather than check each one
 # against every change: a change that large re-bases what the answers should say.
 NEARNESS_CHECK_MAX = 16
-# Knowledge-base texts read ahead per refresh round: about a second of the import
-# thread's time, so an import waits at most that long behind it.
+# Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
 
 
@@ -95,6 +95,14 @@ class FastPath:
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
         self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
+        # Not the import thread: a large import would hold the rounds up behind it. At the
+        # decode threads' niceness: it is background work, as decoding is to the fast path.
+        self._reader = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix="kefu-kb-read",
+            initializer=lower_priority,
+            initargs=(settings.engine_nice, "reading the knowledge base ahead"),
+        )
         self.embedder: Embedder | None = None
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
@@ -108,7 +116,10 @@ class FastPath:
         await self.run(self._open)
         # One round before the first customer (the whole demo: about 0.25 s, beside the
         # model's loading); a larger knowledge base is read on in the refresh rounds.
-        await self.read_ahead()
+        try:
+            await self.read_ahead()
+        except Exception:  # only time is lost: the guard reads what it needs itself
+            log.exception("reading the knowledge base ahead failed")
 
     def _open(self) -> None:
         data_dir = self.settings.data_dir
@@ -137,6 +148,7 @@ class FastPath:
         await self.run(close)
         self._worker.shutdown(wait=True)
         self._importer.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
         await self.orders.close()
 
     def scope(self, tenant: str) -> str:
@@ -318,12 +330,15 @@ class FastPath:
         await self.read_ahead()
 
     async def read_ahead(self) -> int:
-        """Read the entities of knowledge-base texts the FAQ guard has not seen yet, on the
-        import thread: otherwise the first message about each answer pays for its
-        questions' (a few milliseconds). Returns how many texts were read."""
+        """Read the entities of up to ``READ_AHEAD_TEXTS`` knowledge-base texts the FAQ
+        guard has not seen yet, on a thread of their own: otherwise the first message
+        about an answer pays a few milliseconds for its questions'. Returns how many
+        texts were read."""
         texts = await self.read_kb(lambda kb: kb.unread(READ_AHEAD_TEXTS))
         if texts:
             loop = asyncio.get_running_loop()
-            facts = await loop.run_in_executor(self._importer, read_texts, texts)
-            await self.read_kb(lambda kb: kb.learn(facts))
+            facts = await loop.run_in_executor(self._reader, read_texts, texts)
+            kb = self.kb
+            assert kb is not None
+            await self.run(lambda: kb.learn(facts))
         return len(texts)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -25,6 +24,7 @@ from kefu.engine.llamacpp.model import LlamaModel, ModelLoadError
 from kefu.engine.llamacpp.prefix_cache import PrefixCache
 from kefu.engine.llamacpp.sequence import Outcome, Sequence
 from kefu.errors import EngineError
+from kefu.threads import lower_priority
 
 log = logging.getLogger("kefu.engine")
 
@@ -131,22 +131,12 @@ class Scheduler:
 
     # --- the engine thread ----------------------------------------------------------
 
-    def _lower_priority(self) -> None:
-        """Decode yields the CPU to the event loop and the fast path: a knowledge-base
-        answer must not wait behind a decode step. Threads llama.cpp starts from this one
-        (its OpenMP team) inherit the niceness; raising it needs no privilege."""
-        if self.nice <= 0 or not hasattr(os, "setpriority"):
-            return
-        tid = threading.get_native_id()
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + self.nice)
-            log.debug("engine thread %d runs at nice %+d", tid, self.nice)
-        except OSError as exc:
-            log.warning("could not lower the decode threads' priority: %s", exc)
-
     def _run(self) -> None:
         error = EngineError("the engine stopped")
-        self._lower_priority()
+        # Decode yields the CPU to the event loop and the fast path: a knowledge-base
+        # answer must not wait behind a decode step. llama.cpp's OpenMP team, started
+        # from this thread, inherits the niceness.
+        lower_priority(self.nice, "the decode threads")
         try:
             while True:
                 with self._cond:
