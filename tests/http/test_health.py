@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from starlette.testclient import TestClient
@@ -93,3 +94,13 @@ def test_models_are_served_from_the_engine(client_factory: ClientFactory) -> Non
     assert card["id"] == "smollm2-135m"
     assert card["meta"]["context_window"] == 4096
     assert ready["model"] == "smollm2-135m"
+
+
+@pytest.mark.anyio
+async def test_the_loaded_state_is_frozen_out_of_the_collectors_sight_while_serving(
+    settings_factory: SettingsFactory,
+) -> None:
+    app = make_app(settings_factory(fast_path=True), FakeEngine())
+    async with serve(app):
+        await wait_until(lambda: gc.get_freeze_count() > 0)
+    assert gc.get_freeze_count() == 0  # the lifespan's end gives it back
