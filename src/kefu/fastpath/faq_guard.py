@@ -19,7 +19,7 @@ and a message they stop goes to the LLM with the passages instead:
 - the message has a content word at all (not only generic words and places: "what
   time is it in London?");
 - every content word is one the knowledge base uses, or a near synonym of one
-  (``Vocabulary.nearness``): "gym", "router", 电费 are not; "quantity", 划痕 are;
+  (``Vocabulary.nearness_of``): "gym", "router", 电费 are not; "quantity", 划痕 are;
 - and at most one is foreign to the chosen answer's own words: "I sent money to the
   wrong bank account" shares "wrong" with "I received the wrong item", and nothing else.
   A product the shop's catalogue names is a detail there, as a place is ("the teak

@@ -130,7 +130,6 @@ class KbWords:
     the ``CATALOGUE`` entries."""
 
     def __init__(self, embedder: Embedder) -> None:
-        self._embedder = embedder
         self._vectors = WordVectors(embedder)
         self.vocabulary = Vocabulary(self._vectors)
         self.catalogue = Vocabulary(self._vectors)
@@ -175,12 +174,11 @@ class KbWords:
                 self._unread.discard(key)
 
     def answer(self, entry: KbEntry) -> AnswerGroup:
-        """The group of the entry's answer; one of its own, read now, for an entry not
-        (or no longer) in the knowledge base (the fast path's hits never are: they come
-        from the same thread)."""
-        group = self._answers.get(answer_key(entry.answer))
-        if group is None or entry.id not in group.entries:
-            return AnswerGroup.of(entry, group.phrasings(entry) if group else [], self._embedder)
+        """The group of an FAQ entry of this knowledge base (the fast path's hits are:
+        they come from the thread that changes it)."""
+        group = self._answers[answer_key(entry.answer)]
+        if entry.id not in group.entries:
+            raise KeyError(f"{entry.id} is not an FAQ entry of the knowledge base")
         return group
 
     def unread(self, limit: int) -> list[str]:

@@ -114,14 +114,10 @@ class Vocabulary:
         """Build the matrix now rather than in a customer's request."""
         self._rows()
 
-    def nearness(self, word: str) -> float:
-        """The cosine between the word and the nearest word here (0 for a word the
-        embedder does not know, or an empty vocabulary)."""
-        return self.nearness_of([word])[0]
-
     def nearness_of(self, words: Sequence[str]) -> list[float]:
-        """``nearness`` of each word, the rows stacked once (an answer's vocabulary does
-        not keep them)."""
+        """For each word, the cosine between it and the nearest word here (0 for a word
+        the embedder does not know, or an empty vocabulary); the rows are stacked once
+        for them all (an answer's vocabulary does not keep them)."""
         if not words:  # most calls: every word of the message is the knowledge base's own
             return []
         matrix = self._rows()

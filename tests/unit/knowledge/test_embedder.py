@@ -68,9 +68,10 @@ def test_vocabulary_knows_the_words_and_how_near_others_come(
     assert "discounts" in words
     assert "退货" in words
     assert "gym" not in words
-    assert words.nearness("discount") > words.nearness("gym")
-    assert words.nearness("qwzxv") == 0.0
-    assert Vocabulary.of([], static_embedder).nearness("anything") == 0.0
+    discount, gym, unknown = words.nearness_of(["discount", "gym", "qwzxv"])
+    assert discount > gym
+    assert unknown == 0.0
+    assert Vocabulary.of([], static_embedder).nearness_of(["anything"]) == [0.0]
 
 
 def test_an_answers_group_follows_changes(tmp_path: Path, static_embedder: StaticEmbedder) -> None:
