@@ -60,16 +60,35 @@ class MissLog:
         self._db.executescript(SCHEMA)
         self._max_rows = max_rows
         self._clock = clock
-        self._pending: list[tuple[str, str, str, str, str, float, str, float]] = []
+        # Rows to write, each with whether its message is still to be checked for the
+        # customer's own data.
+        self._pending: list[tuple[tuple[str, str, str, str, str, float, str, float], bool]] = []
 
-    def record(self, message: str, entry: KbEntry, score: float, reason: str) -> None:
-        """Keep a declined message; ``flush`` checks and writes it, off the answer's path."""
+    def record(
+        self,
+        message: str,
+        entry: KbEntry,
+        score: float,
+        reason: str,
+        *,
+        personal: bool | None = None,
+    ) -> None:
+        """Keep a declined message; ``flush`` writes it, off the answer's path.
+        ``personal`` is whether it carries the customer's own data, when the caller has
+        read that already (``flush`` reads it otherwise)."""
+        if personal:
+            return
         row = (normalize(message), message, entry.id, entry.question, entry.answer, score, reason)
-        self._pending.append((*row, self._clock()))
+        self._pending.append(((*row, self._clock()), personal is None))
 
     def flush(self) -> None:
-        self._pending = [row for row in self._pending if row[0] and not salient(row[1]).personal]
-        if not self._pending:
+        rows = [
+            row
+            for row, unchecked in self._pending
+            if row[0] and not (unchecked and salient(row[1]).personal)
+        ]
+        self._pending.clear()
+        if not rows:
             return
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
@@ -79,14 +98,13 @@ class MissLog:
                 "SET count = count + 1, message = excluded.message, entry_id = "
                 "excluded.entry_id, question = excluded.question, answer = excluded.answer, "
                 "score = excluded.score, reason = excluded.reason, last_at = excluded.last_at",
-                self._pending,
+                rows,
             )
             self._db.execute(
                 "DELETE FROM misses WHERE norm NOT IN "
                 "(SELECT norm FROM misses ORDER BY last_at DESC LIMIT ?)",
                 (self._max_rows,),
             )
-        self._pending.clear()
 
     def top(self, limit: int = 50) -> list[Miss]:
         """The most frequent first (then the most recent)."""

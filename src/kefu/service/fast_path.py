@@ -219,7 +219,7 @@ class FastPath:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
             routing = replace(routing, intent="general", faq=None, reason=objection)
-        self._note_miss(message, hits, routing)
+        self._note_miss(message, hits, routing, None if asked is None else bool(asked.personal))
         if rules.follow_up:  # what it asks is in the conversation: not in the cache, nor for it
             return Plan(routing, lang, passages=self._passages(hits))
         if self.settings.answer_cache:
@@ -240,15 +240,18 @@ class FastPath:
             chosen.setdefault(answer_key(hit.entry.answer), hit)
         return tuple(chosen.values())
 
-    def _note_miss(self, message: str, hits: Sequence[Hit], routing: Routing) -> None:
-        """A message the best FAQ nearly answered: a phrasing the knowledge base lacks."""
+    def _note_miss(
+        self, message: str, hits: Sequence[Hit], routing: Routing, personal: bool | None
+    ) -> None:
+        """A message the best FAQ nearly answered: a phrasing the knowledge base lacks.
+        ``personal``: whether it carries the customer's own data, when already read."""
         if self.misses is None or not hits or routing.reason is None:
             return
         # The router's choice (the best answer's phrasing), which need not be the top hit.
         chosen = next((c.detail for c in routing.candidates if c.intent == "faq"), None)
         best = next((hit for hit in hits if hit.entry.id == chosen), hits[0])
         if best.entry.kind == "faq" and best.score >= PASSAGE_FLOOR:
-            self.misses.record(message, best.entry, best.score, routing.reason)
+            self.misses.record(message, best.entry, best.score, routing.reason, personal=personal)
 
     async def remember(
         self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]
