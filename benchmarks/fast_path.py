@@ -238,6 +238,10 @@ def stage_table(fast: Sequence[Sample]) -> None:
     for s in sorted(fast, key=lambda s: s.server_ms)[-3:]:
         parts = ", ".join(f"{name} {ms:.1f}" for name, ms in s.stages.items())
         print(f"  slow: {s.server_ms:.1f} ms = {parts}")
+    outside = [s.e2e_ms - s.server_ms for s in fast]
+    figures = (percentile(outside, 50), percentile(outside, 99), max(outside))
+    print("  outside the server (client E2E - server time: client, HTTP, kernel):")
+    print("  p50 {:.2f} ms, p99 {:.2f} ms, max {:.2f} ms".format(*figures))
 
 
 def phase(

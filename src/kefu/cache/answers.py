@@ -54,7 +54,7 @@ class _Entry:
 
 
 class AnswerCache:
-    """Not thread-safe: the server calls it from one worker thread."""
+    """Not thread-safe: the server's fast path lets one thread at a time use it."""
 
     def __init__(
         self,
@@ -285,9 +285,15 @@ class AnswerCache:
         )
         return [LookupRecord(*row) for row in rows]
 
+    def settled(self) -> bool:
+        """Whether a lookup now would touch memory only: no other connection's change to
+        reload, no expired answer to delete from the file."""
+        expired = bool(self._expiry) and self._expiry[0][0] <= self._clock()
+        return not expired and self._data_version() == self._version
+
     def refresh(self) -> bool:
         """Reload if another connection (the ``kefu cache`` CLI) changed the file."""
-        version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        version = self._data_version()
         if version == self._version:
             return False
         self._version = version
@@ -324,6 +330,9 @@ class AnswerCache:
             )
         if dropped:
             log.info("answer cache: dropped %d answers embedded by another embedder", dropped)
+
+    def _data_version(self) -> int:
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
     def _reset(self) -> None:
         self._entries: dict[str, _Entry] = {}

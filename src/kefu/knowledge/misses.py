@@ -51,7 +51,7 @@ class Miss:
 
 
 class MissLog:
-    """Not thread-safe: the server records and flushes on its fast-path thread."""
+    """Not thread-safe: the server's fast path lets one thread at a time record or flush."""
 
     def __init__(
         self, path: Path, *, max_rows: int = 10_000, clock: Callable[[], float] = time.time

@@ -1,18 +1,25 @@
 """The fast path: answers that need no model, decided before the LLM is asked.
 
 Rules first (a handoff request, an order number, smalltalk: no embedding at
-all), then, in one hop to the fast path's own thread, a knowledge-base question
-asked word for word, or one embedding of the message (the static word table:
-tens of microseconds) shared by the knowledge-base search and the answer cache. The
-knowledge base and the cache are not thread-safe and block, so they live on that
-one thread: the event loop never waits on them, and no lock is needed. Imports
-embed on a thread of their own, so a large one does not hold up answers.
+all), then a knowledge-base question asked word for word, or one embedding of the
+message (the static word table: tens of microseconds) shared by the knowledge-base
+search and the answer cache.
+
+The knowledge base and the cache are not thread-safe, and changing them blocks (the
+disk, a large refresh), so one lock admits one thread at a time: the fast path's own
+thread for everything that writes or may take long, and the event loop itself for a
+lookup when nobody holds the lock (the usual case). A lookup is a millisecond or two of
+in-memory work that holds the GIL wherever it runs; sending it to the thread and back
+cost two thread handoffs, which under load were most of its tail. The event loop never
+waits for the lock: a lookup that finds it taken queues on the thread. Imports embed on
+a thread of their own, so a large one does not hold up answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -94,6 +101,9 @@ class FastPath:
         )
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
+        # Held by whoever works on the knowledge base, the cache or the miss log: a job of
+        # the worker, or a lookup on the event loop (see the module's docstring).
+        self._busy = threading.Lock()
         self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
         # Not the import thread: a large import would hold the rounds up behind it. At the
         # decode threads' niceness: it is background work, as decoding is to the fast path.
@@ -110,7 +120,23 @@ class FastPath:
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run knowledge-base or cache work on the fast path's own thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn)
+
+        def locked() -> T:
+            with self._busy:
+                return fn()
+
+        return await asyncio.get_running_loop().run_in_executor(self._worker, locked)
+
+    async def _look_up(self, fn: Callable[[], T]) -> T:
+        """Run a lookup here, on the event loop, if nobody holds the knowledge base and
+        the cache and it would touch memory only; else queue it on the fast path's thread."""
+        if self._busy.acquire(blocking=False):
+            try:
+                if self.cache is None or self.cache.settled():
+                    return fn()
+            finally:
+                self._busy.release()
+        return await self.run(fn)
 
     async def open(self) -> None:
         await self.run(self._open)
@@ -163,7 +189,7 @@ class FastPath:
         routing = route(message, (), config=self.router, rules=rules)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await self._answer_by_rule(routing, lang)
-        return await self.run(
+        return await self._look_up(
             lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
 
