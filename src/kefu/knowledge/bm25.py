@@ -15,6 +15,10 @@ Normalisation to [0, 1], comparable across queries: the score is divided by the
 score the query would earn against an ideal document that holds every query
 term with a question's term frequency at average length, i.e. "how much of the
 query's IDF mass this document matches". Repeated query terms count once.
+
+A term's contribution to each row it occurs in depends on the statistics only, so
+it is computed once and kept until a document comes or goes: scoring a query is
+then one scatter-add per term (customers' messages repeat their words).
 """
 
 from __future__ import annotations
@@ -38,6 +42,15 @@ B = 0.75
 QUESTION_WEIGHT = 2
 
 Floats = npt.NDArray[np.float32]
+Rows = npt.NDArray[np.int64]
+
+# What a query term adds to a document that holds it as often as a question holds its
+# words, at average length: the ideal document's share of each term's IDF.
+IDEAL_TF = (QUESTION_WEIGHT * (K1 + 1)) / (QUESTION_WEIGHT + K1)
+# Terms whose contributions are kept; past it they are dropped (customers' typos and
+# ids need not stay).
+MAX_KEPT_TERMS = 65536
+_NOWHERE: tuple[Rows, Floats] = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
 
 
 _ENGLISH = snowballstemmer.stemmer("english")
@@ -92,6 +105,8 @@ class Bm25Index:
         self._lengths = np.zeros(16, dtype=np.float32)
         self._docs = 0
         self._total_length = 0.0
+        # term -> (IDF, the rows holding it, its contribution to each): see the docstring.
+        self._kept: dict[str, tuple[float, Rows, Floats]] = {}
 
     @property
     def documents(self) -> int:
@@ -103,6 +118,7 @@ class Bm25Index:
             grown = np.zeros(max(row + 1, 2 * len(self._lengths)), dtype=np.float32)
             grown[: len(self._lengths)] = self._lengths
             self._lengths = grown
+        self._kept.clear()
         length = float(sum(terms.values()))
         self._lengths[row] = length
         self._docs += 1
@@ -116,6 +132,7 @@ class Bm25Index:
 
     def remove(self, row: int, terms: Counter[str]) -> None:
         """Take a document out of the statistics; its postings are masked until compaction."""
+        self._kept.clear()
         self._docs -= 1
         self._total_length -= float(self._lengths[row])
         self._lengths[row] = 0
@@ -135,21 +152,29 @@ class Bm25Index:
         out = np.zeros(rows, dtype=np.float32)
         if self._docs == 0:
             return out
-        unique = list(dict.fromkeys(query_terms))
-        avg = self._total_length / self._docs
         ideal = 0.0
-        ideal_tf = (QUESTION_WEIGHT * (K1 + 1)) / (QUESTION_WEIGHT + K1)
-        for term in unique:
-            idf = self.idf(term)
-            ideal += idf * ideal_tf
-            postings = self._postings.get(term)
-            if postings is None:
-                continue
-            at = postings.rows[: postings.size]
-            tf = postings.tfs[: postings.size]
-            norm = K1 * (1 - B + B * self._lengths[at] / avg)
-            out[at] += np.float32(idf) * tf * (K1 + 1) / (tf + norm)
+        for term in dict.fromkeys(query_terms):
+            idf, at, contribution = self._contribution(term)
+            ideal += idf * IDEAL_TF
+            out[at] += contribution
         if ideal > 0:
             out /= np.float32(ideal)
         np.minimum(out, 1.0, out=out)
         return out
+
+    def _contribution(self, term: str) -> tuple[float, Rows, Floats]:
+        kept = self._kept.get(term)
+        if kept is not None:
+            return kept
+        if len(self._kept) >= MAX_KEPT_TERMS:
+            self._kept.clear()
+        idf = self.idf(term)
+        at, contribution = _NOWHERE
+        postings = self._postings.get(term)
+        if postings is not None:
+            at = postings.rows[: postings.size].copy()
+            tf = postings.tfs[: postings.size]
+            norm = K1 * (1 - B + B * self._lengths[at] / (self._total_length / self._docs))
+            contribution = (idf * tf * (K1 + 1) / (tf + norm)).astype(np.float32, copy=False)
+        self._kept[term] = kept = (idf, at, contribution)
+        return kept

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,8 +35,7 @@ W_DENSE = 0.5
 COMPACT_MIN_DEAD = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(NamedTuple):  # not a dataclass: a search makes dozens, and a tuple is made fastest
     entry: KbEntry
     score: float  # fused, in [0, 1], comparable across queries (the router thresholds it)
     lexical: float  # BM25 normalised to [0, 1] (see bm25.py)
