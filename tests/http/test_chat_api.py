@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -228,3 +230,22 @@ def test_openai_engine_failure_mid_stream(client_factory: ClientFactory) -> None
         )
         assert response.status_code == 500
         assert response.json()["error"]["code"] == "engine_error"
+
+
+def test_the_prompt_is_tokenized_off_the_event_loop(
+    client: TestClient, fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loops: list[bool] = []
+    count = fake_engine.count_chat_tokens
+
+    def counting(messages: Sequence[ChatMessage]) -> int:
+        try:
+            asyncio.get_running_loop()
+            loops.append(True)
+        except RuntimeError:  # a thread of its own: the loop serves others meanwhile
+            loops.append(False)
+        return count(messages)
+
+    monkeypatch.setattr(fake_engine, "count_chat_tokens", counting)
+    chat(client, "What is the capital of France?")
+    assert loops[0] is False  # building the context (the fake engine counts again itself)

@@ -11,8 +11,11 @@ past ``max_entries``.
 SQLite holds the entries and the last ``max_lookups`` lookups (the material
 for tuning); memory holds the live entries and one vector matrix per scope, so
 a lookup is a dict probe, one matvec and a few guard checks (about a
-millisecond at 10 000 entries). The ``kefu cache`` command edits the same file
-from another process; ``refresh()`` notices through ``PRAGMA data_version``.
+millisecond at 10 000 entries). A lookup reads memory only and never waits for the
+disk (the server runs it on its event loop): what it learns (the lookup itself, hit
+counts, answers that expired) is written by ``flush``. The ``kefu cache`` command edits
+the same file from another process; ``refresh()`` notices through ``PRAGMA
+data_version`` (the server refreshes and flushes every couple of seconds).
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class AnswerCache:
         self._unrecorded: list[tuple[float, str, str, str | None, float | None, str, str | None]]
         self._unrecorded = []
         self._used: dict[str, tuple[int, float]] = {}
+        self._expired = False  # answers expired in memory whose rows are still in the file
         self._version = -1
         self._reset()
         self.refresh()
@@ -97,9 +101,10 @@ class AnswerCache:
     def lookup(
         self, scope: str, question: str, vector: Vectors, facts: Salient | None = None
     ) -> Lookup:
-        """``facts`` are ``salient(question)`` when the caller has them already."""
+        """Memory only: another connection's changes wait for ``refresh``, and what the
+        lookup changes for ``flush``. ``facts`` are ``salient(question)`` when the caller
+        has them already."""
         now = self._clock()
-        self.refresh()
         self._expire(now)
         result = self._find(scope, question, vector, salient(question) if facts is None else facts)
         if result.answer is not None:
@@ -118,10 +123,12 @@ class AnswerCache:
 
         Serving never waits for the disk: the server flushes every couple of seconds,
         and ``lookups`` and ``close`` flush first."""
-        if not self._unrecorded and not self._used:
+        if not self._unrecorded and not self._used and not self._expired:
             return
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
+            if self._expired:
+                self._db.execute("DELETE FROM answers WHERE expires_at <= ?", (self._clock(),))
             self._db.executemany(
                 "INSERT INTO lookups (at, scope, question, nearest, distance, kind, rejected) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -137,6 +144,7 @@ class AnswerCache:
             )
         self._unrecorded.clear()
         self._used.clear()
+        self._expired = False
 
     def _find(self, scope: str, question: str, vector: Vectors, facts: Salient) -> Lookup:
         if facts.personal:
@@ -270,7 +278,8 @@ class AnswerCache:
         return len(doomed)
 
     def purge_expired(self) -> int:
-        """Delete expired rows from the file (memory never holds them past a lookup)."""
+        """Delete expired rows from the file (memory never holds them past a lookup; a
+        flush deletes those a lookup found)."""
         now = self._clock()
         self._expire(now)
         return self._db.execute("DELETE FROM answers WHERE expires_at <= ?", (now,)).rowcount
@@ -285,15 +294,9 @@ class AnswerCache:
         )
         return [LookupRecord(*row) for row in rows]
 
-    def settled(self) -> bool:
-        """Whether a lookup now would touch memory only: no other connection's change to
-        reload, no expired answer to delete from the file."""
-        expired = bool(self._expiry) and self._expiry[0][0] <= self._clock()
-        return not expired and self._data_version() == self._version
-
     def refresh(self) -> bool:
         """Reload if another connection (the ``kefu cache`` CLI) changed the file."""
-        version = self._data_version()
+        version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version:
             return False
         self._version = version
@@ -331,9 +334,6 @@ class AnswerCache:
         if dropped:
             log.info("answer cache: dropped %d answers embedded by another embedder", dropped)
 
-    def _data_version(self) -> int:
-        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
-
     def _reset(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._exact: dict[tuple[str, str], str] = {}
@@ -350,16 +350,22 @@ class AnswerCache:
         heapq.heappush(self._expiry, (answer.expires_at, answer.id))
 
     def _drop(self, entry_id: str) -> None:
+        if self._forget(entry_id):
+            self._db.execute("DELETE FROM answers WHERE id = ?", (entry_id,))
+
+    def _forget(self, entry_id: str) -> bool:
+        """Take an entry out of memory; False if it was not there."""
         entry = self._entries.pop(entry_id, None)
         if entry is None:
-            return
+            return False
         answer = entry.answer
         del self._exact[(answer.scope, entry.norm)]
         self._rows[answer.scope].remove(entry_id)
         del self._lru[entry_id]
-        self._db.execute("DELETE FROM answers WHERE id = ?", (entry_id,))
+        return True
 
     def _expire(self, now: float) -> None:
         while self._expiry and self._expiry[0][0] <= now:
             _, entry_id = heapq.heappop(self._expiry)
-            self._drop(entry_id)  # a replaced or evicted id is simply gone already
+            # A replaced or evicted id is gone already; the file's row goes at the next flush.
+            self._expired |= self._forget(entry_id)

@@ -128,12 +128,11 @@ class FastPath:
         return await asyncio.get_running_loop().run_in_executor(self._worker, locked)
 
     async def _look_up(self, fn: Callable[[], T]) -> T:
-        """Run a lookup here, on the event loop, if nobody holds the knowledge base and
-        the cache and it would touch memory only; else queue it on the fast path's thread."""
+        """Run a lookup (memory only) here, on the event loop, if nobody holds the
+        knowledge base and the cache; else queue it on the fast path's thread."""
         if self._busy.acquire(blocking=False):
             try:
-                if self.cache is None or self.cache.settled():
-                    return fn()
+                return fn()
             finally:
                 self._busy.release()
         return await self.run(fn)

@@ -8,6 +8,7 @@ nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -241,7 +242,10 @@ async def _answer_by_llm(
     routing = plan.routing if plan is not None else GENERAL
     passages = plan.passages if plan is not None else ()
     max_tokens = min(settings.max_tokens, runtime.engine.context_window // 2)
-    context = build_context(
+    # Off the event loop: tokenizing a long conversation takes milliseconds (the
+    # trimming loop may tokenize it again), and every other customer waits on the loop.
+    context = await asyncio.to_thread(
+        build_context,
         persona=settings.persona,
         knowledge=[(hit.entry.question, hit.entry.answer) for hit in passages],
         history=history,
