@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+import kefu.service.fast_path as fast_path_module
 from kefu.cache.answers import AnswerCache
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import SqliteOrders
@@ -74,6 +75,18 @@ async def test_an_idle_fast_path_looks_up_on_the_event_loop(
     plan = await fast_path.plan(GENERAL, scope="t", failures=0)
     assert plan.tier == "llm"
     assert seen == [threading.get_ident()]
+
+
+@pytest.mark.anyio
+async def test_a_large_knowledge_base_is_searched_on_the_fast_paths_thread(
+    fast_path: FastPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = threads_searching(fast_path, monkeypatch)
+    assert fast_path.kb is not None
+    monkeypatch.setattr(fast_path_module, "INLINE_MAX_ENTRIES", len(fast_path.kb) - 1)
+    assert (await fast_path.plan(GENERAL, scope="t", failures=0)).tier == "llm"
+    assert len(seen) == 1
+    assert seen != [threading.get_ident()]
 
 
 @pytest.mark.anyio

@@ -8,7 +8,8 @@ search and the answer cache.
 The knowledge base and the cache are not thread-safe, and changing them blocks (the
 disk, a large refresh), so one lock admits one thread at a time: the fast path's own
 thread for everything that writes or may take long, and the event loop itself for a
-lookup when nobody holds the lock (the usual case). A lookup is a millisecond or two of
+lookup when nobody holds the lock (the usual case) and the knowledge base is not too
+large to search there (``INLINE_MAX_ENTRIES``). A lookup is a millisecond or two of
 in-memory work that holds the GIL wherever it runs; sending it to the thread and back
 cost two thread handoffs, which under load were most of its tail. The event loop never
 waits for the lock: a lookup that finds it taken queues on the thread. Imports embed on
@@ -59,6 +60,10 @@ NEAR_A_CHANGE = 0.1
 NEARNESS_CHECK_MAX = 16
 # Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
+# Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
+# here); a larger knowledge base's search would hold every other request up for longer
+# than the hop to the worker costs.
+INLINE_MAX_ENTRIES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +134,10 @@ class FastPath:
 
     async def _look_up(self, fn: Callable[[], T]) -> T:
         """Run a lookup (memory only) here, on the event loop, if nobody holds the
-        knowledge base and the cache; else queue it on the fast path's thread."""
-        if self._busy.acquire(blocking=False):
+        knowledge base and the cache and the knowledge base is not too large to search
+        here; else queue it on the fast path's thread."""
+        small = self.kb is not None and len(self.kb) <= INLINE_MAX_ENTRIES
+        if small and self._busy.acquire(blocking=False):
             try:
                 return fn()
             finally:
