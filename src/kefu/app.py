@@ -110,6 +110,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             gc.unfreeze()
             runtime.ready = False
             await runtime.drain()
+            await runtime.close()
             runtime.fast_path = None
             if fast_path is not None:
                 await fast_path.close()

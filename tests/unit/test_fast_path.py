@@ -114,6 +114,27 @@ async def test_a_lookup_waits_on_the_fast_paths_thread_while_it_is_busy(
 
 
 @pytest.mark.anyio
+async def test_a_lookup_does_not_overtake_a_job_queued_before_it(
+    fast_path: FastPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = threads_searching(fast_path, monkeypatch)
+    release = threading.Event()
+    blocker = fast_path._worker.submit(release.wait, 5)  # the thread, not yet the lock
+    order: list[str] = []
+    job = asyncio.ensure_future(fast_path.run(lambda: order.append("job")))
+    lookup = asyncio.ensure_future(fast_path.plan(GENERAL, scope="t", failures=0))
+    await asyncio.sleep(0.05)
+    assert not lookup.done()  # the lock is free, but a job came first
+    release.set()
+    await job
+    await lookup
+    assert blocker.result() is True
+    assert order == ["job"]
+    assert len(seen) == 1
+    assert seen != [threading.get_ident()]
+
+
+@pytest.mark.anyio
 async def test_the_cache_commands_changes_are_served_from_the_next_refresh_round(
     fast_path: FastPath, monkeypatch: pytest.MonkeyPatch
 ) -> None:

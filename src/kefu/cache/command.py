@@ -1,8 +1,8 @@
 """``kefu cache``: list and evict cached answers, export lookups, tune the threshold.
 
 The server holds the same SQLite file open; it notices changes made here in its next
-refresh round (``AnswerCache.refresh``, every 2 s), so an eviction takes effect
-without a restart.
+refresh round (``AnswerCache.refresh``; one starts 2 s after the last ended), so an
+eviction takes effect without a restart.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "cache",
         help="inspect and evict cached answers, export lookups, tune the threshold",
         description="Administer the answer cache in DATA_DIR/cache.db. A running server "
-        "sees evictions within 2 s.",
+        "sees evictions at its next refresh round, a few seconds at most.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     data_dir = data_dir_option()

@@ -117,7 +117,8 @@ class KbChange:
 
 
 class KnowledgeBase:
-    """Not thread-safe: the server calls it from one worker thread; the CLI from its only thread."""
+    """Not thread-safe: the server's fast path lets one thread at a time use it; the CLI
+    uses it from its only thread."""
 
     def __init__(self, store: KbStore, embedder: Embedder) -> None:
         self._store = store

@@ -175,7 +175,7 @@ class KbWords:
 
     def answer(self, entry: KbEntry) -> AnswerGroup:
         """The group of an FAQ entry of this knowledge base (the fast path's hits are:
-        they come from the thread that changes it)."""
+        it searches and changes the knowledge base under one lock)."""
         group = self._answers[answer_key(entry.answer)]
         if entry.id not in group.entries:
             raise KeyError(f"{entry.id} is not an FAQ entry of the knowledge base")

@@ -109,6 +109,10 @@ class FastPath:
         # Held by whoever works on the knowledge base, the cache or the miss log: a job of
         # the worker, or a lookup on the event loop (see the module's docstring).
         self._busy = threading.Lock()
+        # Jobs given to the worker, and of those started: a lookup never overtakes a job
+        # queued before it (a cache put, a KB change). One writer each: the loop, the worker.
+        self._submitted = 0
+        self._started = 0
         self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
         # Not the import thread: a large import would hold the rounds up behind it. At the
         # decode threads' niceness: it is background work, as decoding is to the fast path.
@@ -128,16 +132,19 @@ class FastPath:
 
         def locked() -> T:
             with self._busy:
+                self._started += 1
                 return fn()
 
+        self._submitted += 1
         return await asyncio.get_running_loop().run_in_executor(self._worker, locked)
 
     async def _look_up(self, fn: Callable[[], T]) -> T:
-        """Run a lookup (memory only) here, on the event loop, if nobody holds the
-        knowledge base and the cache and the knowledge base is not too large to search
-        here; else queue it on the fast path's thread."""
+        """Run a lookup (memory only) here, on the event loop, if no job is queued or
+        running on the knowledge base and the cache and the knowledge base is not too
+        large to search here; else queue it on the fast path's thread."""
         small = self.kb is not None and len(self.kb) <= INLINE_MAX_ENTRIES
-        if small and self._busy.acquire(blocking=False):
+        idle = self._started == self._submitted
+        if small and idle and self._busy.acquire(blocking=False):
             try:
                 return fn()
             finally:
@@ -355,11 +362,13 @@ class FastPath:
         def refresh() -> None:
             assert self.kb is not None
             assert self.cache is not None
-            self._after_change(self.kb.refresh())
-            self.cache.refresh()
-            self.cache.flush()  # the lookups and hit counts served since the last round
-            if self.misses is not None:
-                self.misses.flush()
+            try:
+                self._after_change(self.kb.refresh())
+            finally:  # lookups never write: a failed KB refresh must not stop the cache's upkeep
+                self.cache.refresh()
+                self.cache.flush()  # lookups, hit counts and expiries since the last round
+                if self.misses is not None:
+                    self.misses.flush()
 
         await self.run(refresh)
         await self.read_ahead()

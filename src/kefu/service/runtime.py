@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -49,9 +50,22 @@ class Runtime:
     # A session's turn being stored after its reply went out; readers of that session wait.
     pending_writes: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     observer: Observer = field(init=False)
+    # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
+    # so no tokenization outlives the model.
+    prompts: ThreadPoolExecutor = field(init=False)
 
     def __post_init__(self) -> None:
         self.observer = Observer(self.load_snapshot)
+        self.prompts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kefu-prompt")
+
+    async def build_prompt(self, build: Callable[[], T]) -> T:
+        """Run ``build`` on a prompt thread: tokenizing a long conversation takes
+        milliseconds that every other request would wait for on the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.prompts, build)
+
+    async def close(self) -> None:
+        """Wait for the prompts being built; call before the engine closes."""
+        await asyncio.to_thread(self.prompts.shutdown, wait=True)
 
     def load_snapshot(self) -> LoadSnapshot:
         return LoadSnapshot(

@@ -8,11 +8,11 @@ nothing is lost.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
@@ -242,9 +242,7 @@ async def _answer_by_llm(
     routing = plan.routing if plan is not None else GENERAL
     passages = plan.passages if plan is not None else ()
     max_tokens = min(settings.max_tokens, runtime.engine.context_window // 2)
-    # Off the event loop: tokenizing a long conversation takes milliseconds (the
-    # trimming loop may tokenize it again), and every other customer waits on the loop.
-    context = await asyncio.to_thread(
+    build = partial(
         build_context,
         persona=settings.persona,
         knowledge=[(hit.entry.question, hit.entry.answer) for hit in passages],
@@ -253,6 +251,7 @@ async def _answer_by_llm(
         tokenizer=runtime.engine,
         budget=runtime.engine.context_window - max_tokens,
     )
+    context = await runtime.build_prompt(build)  # the trimming may tokenize it repeatedly
     timeline.mark("context_built")
     request = GenerationRequest(
         messages=context.messages,

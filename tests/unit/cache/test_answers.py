@@ -10,6 +10,7 @@ import pytest
 
 from kefu.cache.answers import AnswerCache, Lookup
 from kefu.knowledge.embedder import Vectors
+from kefu.sqlite_files import open_wal
 from tests.unit.cache.conftest import FakeClock
 
 Embed = Callable[[str], Vectors]
@@ -104,6 +105,22 @@ def test_entries_expire(cache: AnswerCache, embed: Embed, clock: FakeClock) -> N
     assert cache.lookup(SCOPE, SINGAPORE, embed(SINGAPORE)).kind == "miss"
     assert cache.entries() == []
     cache.flush()  # a lookup never writes; the flush deletes the row it found expired
+    assert cache.purge_expired() == 0
+
+
+def test_a_lookup_never_waits_for_the_file(
+    cache: AnswerCache, cache_path: Path, embed: Embed, clock: FakeClock
+) -> None:
+    cache.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
+    clock.now += 3601  # expired: the lookup forgets it, and the flush deletes its row
+    writer = open_wal(cache_path)  # `kefu cache evict`, mid-write
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        assert cache.lookup(SCOPE, SINGAPORE, embed(SINGAPORE)).kind == "miss"
+    finally:
+        writer.rollback()
+        writer.close()
+    cache.flush()
     assert cache.purge_expired() == 0
 
 
