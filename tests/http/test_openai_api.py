@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
+from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
 from tests.conftest import ClientFactory
 from tests.http.helpers import parse_sse
@@ -308,3 +311,31 @@ def test_models_list(client: TestClient) -> None:
     assert card["owned_by"] == "kefu"
     assert isinstance(card["created"], int)
     assert card["meta"] == {"context_window": 2048}
+
+
+@pytest.mark.parametrize(("words", "on_the_loop"), [(20, True), (600, False)])
+def test_a_long_conversation_is_counted_off_the_event_loop(
+    client: TestClient,
+    fake_engine: FakeEngine,
+    monkeypatch: pytest.MonkeyPatch,
+    words: int,
+    on_the_loop: bool,
+) -> None:
+    loops: list[bool] = []
+    count = fake_engine.count_chat_tokens
+
+    def counting(messages: Sequence[ChatMessage]) -> int:
+        try:
+            asyncio.get_running_loop()
+            loops.append(True)
+        except RuntimeError:  # a prompt thread: the loop serves others meanwhile
+            loops.append(False)
+        return count(messages)
+
+    monkeypatch.setattr(fake_engine, "count_chat_tokens", counting)
+    complete(client, messages=[user("word " * words)])
+    assert loops[0] is on_the_loop  # checking the request (the fake engine counts again)
+    first_of_the_stream = len(loops)
+    _, chunks = stream_events(client, messages=[user("word " * words)])
+    assert chunks
+    assert loops[first_of_the_stream] is on_the_loop
