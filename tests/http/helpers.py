@@ -5,17 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
+import pytest
 from starlette.applications import Starlette
 from starlette.types import Message
 
 from kefu.app import create_app
-from kefu.engine.base import GenerationEvent, GenerationRequest
+from kefu.engine.base import ChatMessage, GenerationEvent, GenerationRequest
 from kefu.engine.fake import FakeEngine
 from kefu.errors import EngineError
 from kefu.settings import Settings
@@ -216,3 +217,21 @@ async def asgi_post(
     }
     await app(scope, receive, send)
     return sent
+
+
+def counted_on_the_loop(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """From now on, for each prompt the engine counts: whether it was counted on the event
+    loop's thread (True) or on a thread of its own, while the loop served others (False)."""
+    seen: list[bool] = []
+    count = engine.count_chat_tokens
+
+    def counting(messages: Sequence[ChatMessage]) -> int:
+        try:
+            asyncio.get_running_loop()
+            seen.append(True)
+        except RuntimeError:
+            seen.append(False)
+        return count(messages)
+
+    monkeypatch.setattr(engine, "count_chat_tokens", counting)
+    return seen

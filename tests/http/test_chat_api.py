@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,7 +12,7 @@ from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
 from kefu.settings import DEFAULT_PERSONA
 from tests.conftest import ClientFactory
-from tests.http.helpers import FailingEngine, SseEvent, parse_sse
+from tests.http.helpers import FailingEngine, SseEvent, counted_on_the_loop, parse_sse
 
 
 def words(text: str) -> int:
@@ -235,17 +233,6 @@ def test_openai_engine_failure_mid_stream(client_factory: ClientFactory) -> None
 def test_the_prompt_is_tokenized_off_the_event_loop(
     client: TestClient, fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loops: list[bool] = []
-    count = fake_engine.count_chat_tokens
-
-    def counting(messages: Sequence[ChatMessage]) -> int:
-        try:
-            asyncio.get_running_loop()
-            loops.append(True)
-        except RuntimeError:  # a thread of its own: the loop serves others meanwhile
-            loops.append(False)
-        return count(messages)
-
-    monkeypatch.setattr(fake_engine, "count_chat_tokens", counting)
+    loops = counted_on_the_loop(fake_engine, monkeypatch)
     chat(client, "What is the capital of France?")
     assert loops[0] is False  # building the context (the fake engine counts again itself)

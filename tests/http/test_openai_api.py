@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
 from tests.conftest import ClientFactory
-from tests.http.helpers import parse_sse
+from tests.http.helpers import counted_on_the_loop, parse_sse
 
 URL = "/v1/chat/completions"
 
@@ -321,18 +318,7 @@ def test_a_long_conversation_is_counted_off_the_event_loop(
     words: int,
     on_the_loop: bool,
 ) -> None:
-    loops: list[bool] = []
-    count = fake_engine.count_chat_tokens
-
-    def counting(messages: Sequence[ChatMessage]) -> int:
-        try:
-            asyncio.get_running_loop()
-            loops.append(True)
-        except RuntimeError:  # a prompt thread: the loop serves others meanwhile
-            loops.append(False)
-        return count(messages)
-
-    monkeypatch.setattr(fake_engine, "count_chat_tokens", counting)
+    loops = counted_on_the_loop(fake_engine, monkeypatch)
     complete(client, messages=[user("word " * words)])
     assert loops[0] is on_the_loop  # checking the request (the fake engine counts again)
     first_of_the_stream = len(loops)
