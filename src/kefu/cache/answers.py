@@ -128,7 +128,7 @@ class AnswerCache:
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             if self._expired:
-                self._db.execute("DELETE FROM answers WHERE expires_at <= ?", (self._clock(),))
+                self._delete_expired_rows(self._clock())
             self._db.executemany(
                 "INSERT INTO lookups (at, scope, question, nearest, distance, kind, rejected) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -144,7 +144,6 @@ class AnswerCache:
             )
         self._unrecorded.clear()
         self._used.clear()
-        self._expired = False
 
     def _find(self, scope: str, question: str, vector: Vectors, facts: Salient) -> Lookup:
         if facts.personal:
@@ -282,6 +281,10 @@ class AnswerCache:
         flush deletes those a lookup found)."""
         now = self._clock()
         self._expire(now)
+        return self._delete_expired_rows(now)
+
+    def _delete_expired_rows(self, now: float) -> int:
+        self._expired = False  # whatever memory found expired by now goes with them
         return self._db.execute("DELETE FROM answers WHERE expires_at <= ?", (now,)).rowcount
 
     def lookups(self, limit: int = 1000) -> list[LookupRecord]:
