@@ -51,18 +51,11 @@ def list_models(runtime: Runtime) -> ModelList:
     return ModelList(data=[card])
 
 
-# Up to this many characters a prompt is counted on the event loop (about a millisecond
-# of tokenizing at most); a longer conversation is counted on a prompt thread, so it does
-# not hold every other request up. A short one would pay more for the hop than it saves.
-INLINE_PROMPT_CHARS = 2000
-
-
 async def checked_request(
     runtime: Runtime, request: ChatCompletionRequest, request_id: str
 ) -> GenerationRequest:
-    """``generation_request``, on a prompt thread when the messages are long."""
-    if sum(len(message.text()) for message in request.messages) <= INLINE_PROMPT_CHARS:
-        return generation_request(runtime, request, request_id)
+    """``generation_request`` on a prompt thread, as /chat builds its context: counting a
+    conversation's tokens takes milliseconds the loop's other requests would wait for."""
     return await runtime.build_prompt(lambda: generation_request(runtime, request, request_id))
 
 
