@@ -202,6 +202,12 @@ class Settings(BaseModel):
         r"\bLH-?\d{6}\b",
         description="Regular expression of an order number in a message (case-insensitive).",
     )
+    order_example: str = Field(
+        "LH-100234",
+        description="An order number as customers see it: replies show it as the shape to "
+        "look for, and a number with its letters that --order-pattern does not take "
+        "(LH-10023) is pointed out as mistyped. Must match --order-pattern.",
+    )
     service_hours: str = Field(
         "Mon-Sat 09:00-18:00 +08:00",
         description="When human agents work, as 'DAYS HH:MM-HH:MM UTC-OFFSET'; the handoff "
@@ -227,6 +233,18 @@ class Settings(BaseModel):
             raise ValueError("order_backend 'http' needs --order-api-url (KEFU_ORDER_API_URL)")
         if self.order_api_url is not None and "{order_id}" not in self.order_api_url:
             raise ValueError("order_api_url must contain {order_id}")
+        return self
+
+    @model_validator(mode="after")
+    def _order_example_matches(self) -> Settings:
+        from kefu.fastpath.rules import find_order_id
+
+        if find_order_id(self.order_example, self.order_pattern) is None:
+            raise ValueError(
+                f"order_example {self.order_example!r} does not match order_pattern "
+                f"{self.order_pattern!r}: set --order-example (KEFU_ORDER_EXAMPLE) to one of "
+                "your order numbers, which replies show customers as the shape to look for"
+            )
         return self
 
     @field_validator("order_pattern")

@@ -89,6 +89,20 @@ def test_order_status_known_and_unknown(fast: TestClient) -> None:
     assert unknown["reply"] != known["reply"]
 
 
+def test_a_mistyped_order_number_is_pointed_out(client_factory: ClientFactory) -> None:
+    with client_factory(fast_path=True) as fast:
+        done = chat(fast, "where is my order LH-10023?")["done"]
+        assert (done["tier"], done["route"]["intent"]) == ("tool", "order_status")
+        assert done["reply"].startswith("LH-10023 doesn't look like one of our order numbers")
+        assert "LH-100234" in done["reply"]
+    custom = {"order_pattern": r"\bAB\d{5}\b", "order_example": "AB12345"}
+    with client_factory(fast_path=True, **custom) as shop:
+        asked = chat(shop, "where is my order?")["done"]
+        assert "AB12345" in asked["reply"]  # the shop's own shape, not the demo's
+        mistyped = chat(shop, "订单 AB1234 到哪了")["done"]
+        assert mistyped["reply"].startswith("AB1234 不是完整的订单号")
+
+
 def test_a_general_question_goes_to_the_llm_then_the_cache(fast: TestClient) -> None:
     question = "Do you sell replacement glass for storm lanterns?"
     first = chat(fast, question)["done"]

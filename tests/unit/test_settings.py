@@ -147,6 +147,13 @@ def test_several_invalid_values_on_one_line() -> None:
     assert "; " in message
 
 
+def test_order_example_must_match_the_order_pattern() -> None:
+    with pytest.raises(SettingsError, match=r"set --order-example \(KEFU_ORDER_EXAMPLE\)"):
+        load({"order_pattern": r"\b\d{8}\b"})
+    settings = load({"order_pattern": r"\b\d{8}\b", "order_example": "12345678"})
+    assert settings.order_example == "12345678"
+
+
 def test_settings_error_is_a_value_error() -> None:
     assert issubclass(SettingsError, ValueError)
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kefu.fastpath.rules import DEFAULT_ORDER_EXAMPLE
+
 if TYPE_CHECKING:
     from kefu.fastpath.orders import Order
-
-EXAMPLE_ORDER_ID = "LH-100234"
 
 _STATUS_EN = {
     "processing": "Order {id} is being prepared in our warehouse and has not shipped yet.",
@@ -35,13 +35,29 @@ _STATUS_ZH = {
 
 
 def order_reply(
-    order: Order | None, order_id: str | None, lang: str, *, example: str = EXAMPLE_ORDER_ID
+    order: Order | None,
+    order_id: str | None,
+    lang: str,
+    *,
+    example: str = DEFAULT_ORDER_EXAMPLE,
+    mistyped: str | None = None,
 ) -> str:
-    """The reply to an order question: the order's state; not found; or a request for the number.
+    """The reply to an order question: the order's state; not found; the number given is
+    not one (``mistyped``); or a request for the number.
 
     ``example`` is the order number shown to customers as the format to look for.
     """
     zh = lang == "zh"
+    if order_id is None and order is None and mistyped is not None:
+        if zh:
+            return (
+                f"{mistyped} 不是完整的订单号。订单号的格式如 {example}，可以在订单确认邮件中"
+                "找到，请核对后再发给我。"
+            )
+        return (
+            f"{mistyped} doesn't look like one of our order numbers: they look like {example} "
+            "and are in your order confirmation email. Could you check it and send it again?"
+        )
     if order_id is None and order is None:
         if zh:
             return (

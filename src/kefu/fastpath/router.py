@@ -11,9 +11,9 @@ Decision, in order:
 
 1. handoff at confidence 1.0 (asked for a human; the bot failed
    ``failures_to_handoff`` times in a row, counting this message) → handoff;
-2. an order number in the message → order_status, unless a handoff candidate
-   reaches ``HANDOFF_OVER_ORDER`` (a complaint or real anger about the order
-   wants a person, not a status line);
+2. an order number in the message, or one mistyped ("LH-10023": the reply says
+   so) → order_status, unless a handoff candidate reaches ``HANDOFF_OVER_ORDER``
+   (a complaint or real anger about the order wants a person, not a status line);
 3. otherwise, among the candidates that reach their own threshold
    (``config.faq_threshold``, or ``faq_threshold_zh`` for a message with Chinese, for
    faq; ``RULE_THRESHOLD`` for the rules), the most
@@ -34,8 +34,10 @@ from typing import Literal
 
 from kefu.fastpath.rules import (
     ASKED_FOR_HUMAN,
+    DEFAULT_ORDER_EXAMPLE,
     DEFAULT_ORDER_PATTERN,
     asks_about_order,
+    find_mistyped_order_id,
     find_order_id,
     handoff_score,
     is_failure_signal,
@@ -98,6 +100,7 @@ class RouterConfig:
     faq_margin: float
     faq_threshold_zh: float | None = None  # None: faq_threshold for every language
     order_pattern: str = DEFAULT_ORDER_PATTERN
+    order_example: str = DEFAULT_ORDER_EXAMPLE  # its letters find mistyped numbers
     failures_to_handoff: int = 2
 
 
@@ -107,6 +110,7 @@ class Rules:
     reused when the search's hits join the contest."""
 
     order_id: str | None
+    mistyped_order_id: str | None  # only when there is no order_id
     handoff: Candidate | None
     order: Candidate | None
     smalltalk: Candidate | None
@@ -120,6 +124,9 @@ def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
     """``failures`` is the number of consecutive earlier turns that failed (tracked per
     session by the caller)."""
     order_id = find_order_id(message, config.order_pattern)
+    mistyped = None
+    if order_id is None:
+        mistyped = find_mistyped_order_id(message, config.order_pattern, config.order_example)
     failed = failures + is_failure_signal(message)
     handoff: Candidate | None = None
     if failed >= config.failures_to_handoff:
@@ -130,13 +137,13 @@ def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
         if confidence > 0:
             handoff = Candidate("handoff", confidence, reason)
     order: Candidate | None = None
-    if order_id is not None:
-        order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id)
+    if order_id is not None or mistyped is not None:
+        order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id or mistyped)
     elif asks_about_order(message):
         order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
     small, kind = smalltalk_kind(message)
     smalltalk = Candidate("smalltalk", small, kind) if small > 0 else None
-    return Rules(order_id, handoff, order, smalltalk, is_follow_up(message))
+    return Rules(order_id, mistyped, handoff, order, smalltalk, is_follow_up(message))
 
 
 def route(
@@ -159,7 +166,7 @@ def route(
 
     if handoff is not None and handoff.confidence >= 1.0:
         return _by_precedence(handoff, ranked, order_id, handoff.detail or ASKED_FOR_HUMAN)
-    if order is not None and order_id is not None:
+    if order is not None and (order_id or rules.mistyped_order_id) is not None:
         if handoff is not None and handoff.confidence >= HANDOFF_OVER_ORDER:
             return _by_precedence(handoff, ranked, order_id, handoff.detail)
         return _by_precedence(order, ranked, order_id, None)

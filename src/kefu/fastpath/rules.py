@@ -22,9 +22,11 @@ from kefu.fastpath.smalltalk import smalltalk_kind
 __all__ = [
     "ANGRY",
     "ASKED_FOR_HUMAN",
+    "DEFAULT_ORDER_EXAMPLE",
     "DEFAULT_ORDER_PATTERN",
     "HandoffSignals",
     "asks_about_order",
+    "find_mistyped_order_id",
     "find_order_id",
     "handoff_score",
     "handoff_signals",
@@ -33,6 +35,7 @@ __all__ = [
 ]
 
 DEFAULT_ORDER_PATTERN = r"\bLH-?\d{6}\b"
+DEFAULT_ORDER_EXAMPLE = "LH-100234"  # what the replies show as the shape to look for
 ASKED_FOR_HUMAN = "asked for a human"
 ANGRY = "angry"
 
@@ -91,6 +94,29 @@ def find_order_id(message: str, pattern: str = DEFAULT_ORDER_PATTERN) -> str | N
     return found
 
 
+def find_mistyped_order_id(message: str, pattern: str, example: str) -> str | None:
+    """An order number mistyped: the example's letters, then digits, in a shape the
+    pattern does not take ("LH-10023" where numbers look like LH-100234), upper-cased.
+
+    The reply names it, so the customer sees what to fix instead of being asked for a
+    number they just gave. Without letters in ``example`` nothing is looked for: bare
+    digits are prices, postcodes and phone numbers as often as orders.
+    """
+    parts = _PREFIX_NUMBER.fullmatch(example.strip().upper())
+    if parts is None:
+        return None
+    text = _SCRIPT_EDGE.sub(" ", unicodedata.normalize("NFKC", message))
+    for match in _order_like_regex(parts[1]).finditer(text):
+        if _order_regex(pattern).search(match.group()) is None:
+            return match.group().upper()
+    return None
+
+
+@lru_cache(maxsize=16)
+def _order_like_regex(letters: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(letters)}[-\s]?\d+(?![A-Za-z0-9])", re.I)
+
+
 _ORDER_WORDS = r"(?:order|parcel|package|delivery|shipment|item|purchase|stuff)s?"
 _ORDER_QUESTION = _any(
     rf"\bwhere(?:'s| is| are)? (?:my|our) (?:\w+ )?{_ORDER_WORDS}\b",
@@ -112,7 +138,7 @@ _ORDER_QUESTION = _any(
     r"物流(?!公司|费)",
     r"(?:我的|我买的)(?:快递|包裹|东西|货).{0,6}(?:到哪|在哪|还没|怎么还|什么时候|啥时候)",
     r"到哪(?:了|里了|儿了|一步了)",
-    r"(?:订单|包裹|快递|单子|物流).{0,6}(?:状态|进度|信息)",
+    r"(?:订单|包裹|快递|单子|物流|下的单|那单|这单).{0,6}(?:状态|进度|信息)",
     r"(?:订单|包裹|快递|单子|东西|货)?.{0,4}(?:发货|发出|寄出|送到|到货|送达|签收)了(?:吗|没|没有)",
     r"(?:订单|包裹|快递|单子|东西)(?:还|怎么还|一直|迟迟|到现在)?(?:都)?没(?:有)?(?:到|收到|发|送)",
     r"(?:还没|怎么还没|一直没|迟迟没|还没有)(?:收到货|收到包裹|收到快递|收到东西|到货|发货|送到|送来)",

@@ -103,6 +103,7 @@ class FastPath:
             faq_threshold_zh=settings.faq_threshold_zh,
             faq_margin=settings.faq_margin,
             order_pattern=settings.order_pattern,
+            order_example=settings.order_example,
         )
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
@@ -201,7 +202,7 @@ class FastPath:
         rules = read_rules(message, failures=failures, config=self.router)
         routing = route(message, (), config=self.router, rules=rules)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
-            return await self._answer_by_rule(routing, lang)
+            return await self._answer_by_rule(routing, lang, rules.mistyped_order_id)
         return await self._look_up(
             lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
@@ -216,20 +217,23 @@ class FastPath:
         routing = Routing("faq", 1.0, 1.0, (candidate,), reason="the question, word for word")
         return Plan(routing, lang, "faq", entry.answer, Source("kb", entry.id, entry.question))
 
-    async def _answer_by_rule(self, routing: Routing, lang: str) -> Plan:
+    async def _answer_by_rule(self, routing: Routing, lang: str, mistyped: str | None) -> Plan:
         if routing.intent == "handoff":
             reply = handoff_reply(self.hours, datetime.now(UTC), lang, routing.reason)
             return Plan(routing, lang, "handoff", reply)
         if routing.intent == "order_status":
+            example = self.settings.order_example
             if routing.order_id is None:
-                return Plan(routing, lang, "tool", order_reply(None, None, lang))
+                reply = order_reply(None, None, lang, example=example, mistyped=mistyped)
+                return Plan(routing, lang, "tool", reply)
             try:
                 order = await self.orders.lookup(routing.order_id)
             except Unavailable as exc:
                 log.warning("order lookup failed: %s", exc.message)
                 reply = order_unavailable_reply(routing.order_id, lang)
                 return Plan(routing, lang, "tool", reply)
-            return Plan(routing, lang, "tool", order_reply(order, routing.order_id, lang))
+            reply = order_reply(order, routing.order_id, lang, example=example)
+            return Plan(routing, lang, "tool", reply)
         kind = routing.candidates[0].detail or "greeting"
         return Plan(routing, lang, "smalltalk", smalltalk_reply(kind, lang))
 

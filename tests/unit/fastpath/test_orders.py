@@ -285,6 +285,15 @@ def test_reply_asks_for_the_number() -> None:
     assert "AB12345" in order_reply(None, None, "en", example="AB12345")
 
 
+def test_reply_to_a_mistyped_number() -> None:
+    en = order_reply(None, None, "en", mistyped="LH-10023")
+    assert en.startswith("LH-10023 doesn't look like one of our order numbers")
+    assert "LH-100234" in en
+    zh = order_reply(None, None, "zh", mistyped="LH-10023", example="LH-555555")
+    assert zh.startswith("LH-10023 不是完整的订单号")
+    assert "LH-555555" in zh
+
+
 def test_unavailable_reply() -> None:
     assert "LH-100234" in order_unavailable_reply("LH-100234", "en")
     assert "right now" in order_unavailable_reply(None, "en")

@@ -160,6 +160,15 @@ def test_order_question_close_to_a_faq_is_ambiguous() -> None:
     assert routing.reason == "order_status margin 0.03 over faq < 0.08"
 
 
+def test_a_mistyped_order_number_goes_to_the_order_tool() -> None:
+    # Like a whole number, it wins by precedence: the customer is asking about an order.
+    routing = go("where's my order LH-10023", hit("How can I track my order?", 0.9))
+    assert (routing.intent, routing.order_id, routing.confidence) == ("order_status", None, 1.0)
+    rules = read_rules("where's my order LH-10023", failures=0, config=CONFIG)
+    assert (rules.order_id, rules.mistyped_order_id) == (None, "LH-10023")
+    assert go("LH-10023 STILL not here, this is a scam").intent == "handoff"
+
+
 def test_custom_order_pattern() -> None:
     config = RouterConfig(faq_threshold=0.62, faq_margin=0.08, order_pattern=r"\b\d{8}\b")
     assert go("where is 12345678", config=config).order_id == "12345678"

@@ -7,8 +7,10 @@ import pytest
 from kefu.fastpath.rules import (
     ANGRY,
     ASKED_FOR_HUMAN,
+    DEFAULT_ORDER_EXAMPLE,
     DEFAULT_ORDER_PATTERN,
     asks_about_order,
+    find_mistyped_order_id,
     find_order_id,
     handoff_score,
     is_failure_signal,
@@ -46,6 +48,31 @@ def test_find_order_id_custom_patterns() -> None:
 
 
 @pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("where's my order LH-10023", "LH-10023"),  # five digits, not six
+        ("订单 lh 88310 现在什么状态", "LH 88310"),
+        ("LH-1002345到哪了", "LH-1002345"),
+        ("\uff2c\uff28\uff0d\uff11\uff10\uff10\uff12\uff13", "LH-10023"),  # full-width
+        ("where is LH-100234?", None),  # a whole number is no mistake
+        ("XLH-10023 is not ours", None),
+        ("LH-10023A is a product code", None),
+        ("call me on 10023", None),
+        ("", None),
+    ],
+)
+def test_find_mistyped_order_id(message: str, expected: str | None) -> None:
+    assert find_mistyped_order_id(message, DEFAULT_ORDER_PATTERN, DEFAULT_ORDER_EXAMPLE) == expected
+
+
+def test_a_mistyped_number_is_looked_for_by_the_example_s_letters() -> None:
+    assert find_mistyped_order_id("order ab1234", r"\bAB\d{5}\b", "AB12345") == "AB1234"
+    assert find_mistyped_order_id("order lh-10023", r"\bAB\d{5}\b", "AB12345") is None
+    # Bare digits are prices and postcodes as often as orders: nothing to point out.
+    assert find_mistyped_order_id("order 1234567", r"\b\d{8}\b", "12345678") is None
+
+
+@pytest.mark.parametrize(
     "message",
     [
         "Where is my order?",
@@ -63,6 +90,7 @@ def test_find_order_id_custom_patterns() -> None:
         "帮我查一下订单",
         "订单什么时候能到",
         "东西还没收到",
+        "上周五下的单，现在什么状态了",
     ],
 )
 def test_asks_about_order(message: str) -> None:
