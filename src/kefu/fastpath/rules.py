@@ -118,6 +118,8 @@ def _order_like_regex(letters: str) -> re.Pattern[str]:
 
 
 _ORDER_WORDS = r"(?:order|parcel|package|delivery|shipment|item|purchase|stuff)s?"
+# "An update on my delivery address" is about the address, not where the order is.
+_NOT_A_DETAIL = r"(?! (?:address|date|fee|option|time|number|window|slot)e?s?\b)"
 _ORDER_QUESTION = _any(
     rf"\bwhere(?:'s| is| are)? (?:my|our) (?:\w+ )?{_ORDER_WORDS}\b",
     r"\bwhere(?:'s| is| are)? the (?:order|parcel|package|shipment)s?\b(?! number)",
@@ -134,6 +136,11 @@ _ORDER_QUESTION = _any(
     rf"(?:my|our) {_ORDER_WORDS}",
     rf"\b(?:waiting|still waiting) (?:for|on) (?:my|our) {_ORDER_WORDS}",
     rf"\bmy {_ORDER_WORDS} (?:is |was |got |has been )?(?:late|delayed|lost|stuck)\b",
+    rf"\b(?:any|an|the latest) (?:update|news)s? (?:on|about|for|regarding) (?:my|our) "
+    rf"{_ORDER_WORDS}\b{_NOT_A_DETAIL}",
+    rf"\bwhat(?:'s| is|s)? (?:happening|going on|up) with (?:my|our) {_ORDER_WORDS}\b"
+    rf"{_NOT_A_DETAIL}",
+    rf"\bwhat(?: has)? happened (?:to|with) (?:my|our) {_ORDER_WORDS}\b{_NOT_A_DETAIL}",
     r"\btracking (?:number|info|information|link|code|status)\b",
     r"物流(?!公司|费)",
     r"(?:我的|我买的)(?:快递|包裹|东西|货).{0,6}(?:到哪|在哪|还没|怎么还|什么时候|啥时候)",

@@ -31,6 +31,9 @@ _PHRASES: tuple[tuple[str, str], ...] = (
         r"who (?:are|r) (?:you|u)|what are you|who am i (?:talking|chatting|speaking) (?:to|with)|"
         r"are you (?:a |an )?(?:real )?(?:bot|robot|human|person|ai|machine|chatbot|real)|"
         r"is this (?:a |an )?(?:bot|robot|real person|human|ai)|"
+        r"am i (?:talking|chatting|speaking) (?:to|with) (?:a |an )?(?:real )?"
+        r"(?:bot|robot|human|person|ai|machine|chatbot)"
+        r"(?: or (?:a |an )?(?:real )?(?:bot|robot|human|person|ai|machine))?|"
         r"what(?:'s| is) your name|what can (?:you|u) do|what do you do|"
         r"how can you help(?: me)?|what can you help(?: me)? with",
     ),

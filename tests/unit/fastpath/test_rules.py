@@ -91,6 +91,9 @@ def test_a_mistyped_number_is_looked_for_by_the_example_s_letters() -> None:
         "订单什么时候能到",
         "东西还没收到",
         "上周五下的单，现在什么状态了",
+        "any news about my delivery?",
+        "whats going on with my parcel",
+        "what happened to my package??",
     ],
 )
 def test_asks_about_order(message: str) -> None:
@@ -112,6 +115,9 @@ def test_asks_about_order(message: str) -> None:
         "收到的不是我买的东西",
         "How do I track a FedEx package someone else sent me?",
         "哪家物流公司送货？",
+        "how can I get an update on my order?",
+        "I want an update on my delivery address",
+        "what happened to my refund",
     ],
 )
 def test_not_an_order_question(message: str) -> None:
