@@ -254,6 +254,7 @@ _MILD_ANGER = _any(
 )
 _EXCLAIM = re.compile(r"[!！]{2,}|[?？][!！]|[!！][?？]")
 _CAPS_WORD = re.compile(r"\b[A-Z]{2,}\b")
+_CODE = re.compile(r"[\w-]*\d[\w-]*")
 _LATIN_WORD = re.compile(r"\b[A-Za-z]{2,}\b")
 
 
@@ -305,8 +306,9 @@ def _anger(original: str, folded: str) -> float:
 
 
 def _shouting(original: str) -> bool:
-    """Three or more Latin words, mostly in capitals (order numbers and "I" do not count)."""
-    text = _order_regex(DEFAULT_ORDER_PATTERN).sub(" ", original)
+    """Three or more Latin words, mostly in capitals (codes with digits, as order numbers
+    of any shop's shape are, and "I" do not count)."""
+    text = _CODE.sub(" ", original)
     words = _LATIN_WORD.findall(text)
     if len(words) < 3:
         return False

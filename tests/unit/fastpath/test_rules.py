@@ -228,6 +228,7 @@ def test_one_mild_sign_is_weak() -> None:
         "安装需要人来上门吗",
         "Where is my order LH-100234?",
         "I LOVE IT",  # two capitalised words are not shouting
+        "WHERE IS AB-12345",  # nor a code of another shop's shape
         "",
     ],
 )
