@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kefu.fastpath.rules import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 from kefu.settings import DEFAULT_PERSONA, Settings, SettingsError, env_name, load_settings
 
 
@@ -41,6 +42,11 @@ def test_defaults_without_any_source() -> None:
     assert settings.warmup is True
     assert settings.persona == DEFAULT_PERSONA
     assert settings.threads >= 1
+    # The router's own defaults, which its unit tests use, are the server's.
+    assert (settings.order_pattern, settings.order_example) == (
+        DEFAULT_ORDER_PATTERN,
+        DEFAULT_ORDER_EXAMPLE,
+    )
 
 
 def test_precedence_defaults_toml_env_flags(tmp_path: Path) -> None:
