@@ -299,9 +299,12 @@ def inverted(t: Tally, name: str) -> str:
     return Tally({name: [total - hits, total]}).cell(name)
 
 
-def print_table(tallies: dict[str, Tally]) -> None:
+def print_table(tallies: dict[str, Tally], only: Sequence[str] | None = None) -> None:
+    """The metrics of ``ROWS`` (or the ``only`` ones) per language."""
     print(f"\n{'metric':34} {'en':>18} {'zh':>18} {'all':>18}  target")
     for name, label, invert in ROWS:
+        if only is not None and name not in only:
+            continue
         cell: Callable[[Tally, str], str] = inverted if invert else Tally.cell
         cells = " ".join(f"{cell(tallies[lang], name):>18}" for lang in ("en", "zh", "all"))
         print(f"{label:34} {cells}  {TARGETS.get(name, '')}")

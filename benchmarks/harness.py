@@ -97,12 +97,13 @@ def running(command: list[str], ready_url: str, name: str) -> Iterator[None]:
 
 
 @contextmanager
-def kefu_server(*flags: str) -> Iterator[str]:
-    """``kefu serve`` on a free port and a fresh data dir; yields the base URL."""
+def kefu_server(*flags: str, data_dir: Path | None = None) -> Iterator[str]:
+    """``kefu serve`` on a free port and ``data_dir`` (default: a fresh one, removed
+    after); yields the base URL."""
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="kefu-bench-") as data:
+    with tempfile.TemporaryDirectory(prefix="kefu-bench-") as fresh:
         command = [sys.executable, "-m", "kefu", "serve", "--port", str(port)]
-        command += ["--data-dir", data, "--log-level", "warning", *flags]
+        command += ["--data-dir", str(data_dir or fresh), "--log-level", "warning", *flags]
         url = f"http://127.0.0.1:{port}"
         with running(command, url + "/ready", "kefu"):
             yield url
