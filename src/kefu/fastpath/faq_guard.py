@@ -6,7 +6,8 @@ and a message they stop goes to the LLM with the passages instead:
 
 - every id and proper name of the message (an order number, Amazon, 宜家) appears in
   the entry; numbers, places and days need not (the shipping answer lists the
-  countries, so it answers "do you ship to Brazil?" too);
+  countries, so it answers "do you ship to Brazil?" too), but a place needs an entry
+  that names places at all (德国可以寄吗 is not for the pickup lockers' answer);
 - the message does not say what it is *not* asking ("I don't need a password reset,
   I forgot my email", 我不是要退货，就想问…), nor ask what the shop sells ("do you sell sofa legs?",
   你们卖沙发套吗) or which product to choose ("which duvet size should I buy?") of an
@@ -213,6 +214,11 @@ def faq_objection(
             known: frozenset[str] = getattr(covered, kind)
             if item not in known and item.casefold() not in text and item not in covered.words:
                 return f"the entry does not mention {item}"
+    if asked.places and not covered.places:
+        # A place is a detail of an answer that names places (the list of countries
+        # answers "do you ship to Brazil?"), not of one that names none: the pickup
+        # lockers' answer does not say whether a parcel goes to Germany.
+        return "the message names " + ", ".join(sorted(asked.places)) + "; the entry no place"
     if _DENIAL.search(message.replace("\u2019", "'")):
         return "the message says what it is not asking about"
     if _SELLS.search(message) and not _SELLS.search(text):

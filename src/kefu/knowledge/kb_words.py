@@ -39,6 +39,7 @@ class Coverage:
 
     ids: frozenset[str]
     names: frozenset[str]
+    places: frozenset[str]
     words: frozenset[str]
     text: str  # casefolded, one text a line: every question and answer, sorted
 
@@ -118,6 +119,7 @@ class AnswerGroup:
             self._coverage = Coverage(
                 ids=frozenset().union(*(found.ids for found in facts)),
                 names=frozenset().union(*(found.names for found in facts)),
+                places=frozenset().union(*(found.places for found in facts)),
                 words=frozenset().union(*(found.words for found in facts)),
                 # A line a text: a phrase is not found across two of them.
                 text="\n".join(sorted(texts)).casefold(),

@@ -113,6 +113,14 @@ def test_places_numbers_and_days_the_entry_does_not_name_do_not_stop_it(
     assert objection("周三能退货吗", RETURNS_ZH) is None
 
 
+def test_a_place_needs_an_entry_that_names_places(objection: Objection) -> None:
+    # The returns answer names no place: it cannot say whether a return from Germany works.
+    why = objection("德国可以退货吗", RETURNS_ZH)
+    assert why == "the message names germany; the entry no place"
+    assert objection("can i return a lamp from Malaysia?", RETURNS) is not None
+    assert objection("寄德国吗", SHIPPING_ZH) is None  # it names places: the list answers it
+
+
 def test_a_name_or_brand_the_entry_does_not_mention_stops_it(objection: Objection) -> None:
     why = objection("What's the return policy of Amazon?", RETURNS)
     assert why is not None
