@@ -5,6 +5,7 @@ Benchmarks print figures and never pass or fail on a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -92,6 +93,8 @@ def running(command: list[str], ready_url: str, name: str) -> Iterator[None]:
             try:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
+                # What it would have written on the way out (a flush, a log) is lost.
+                print(f"{name} did not stop within 15 s of SIGTERM: killed", file=sys.stderr)
                 process.kill()
                 process.wait()
 
@@ -101,9 +104,11 @@ def kefu_server(*flags: str, data_dir: Path | None = None) -> Iterator[str]:
     """``kefu serve`` on a free port and ``data_dir`` (default: a fresh one, removed
     after); yields the base URL."""
     port = free_port()
-    with tempfile.TemporaryDirectory(prefix="kefu-bench-") as fresh:
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kefu-bench-")))
         command = [sys.executable, "-m", "kefu", "serve", "--port", str(port)]
-        command += ["--data-dir", str(data_dir or fresh), "--log-level", "warning", *flags]
+        command += ["--data-dir", str(data_dir), "--log-level", "warning", *flags]
         url = f"http://127.0.0.1:{port}"
         with running(command, url + "/ready", "kefu"):
             yield url

@@ -34,6 +34,7 @@ import httpx
 
 from answer_quality import DATA, Tally, answer_key, evaluate, load_csv, print_table
 from harness import kefu_server
+from kefu.knowledge.text import normalize
 
 SERVE_FLAGS = ("--engine", "fake", "--no-answer-cache")
 # The rows of answer_quality.py's table that mean something without the cache.
@@ -99,8 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     traffic = [r for r in every_row if r["split"] in traffic_splits]
     held = {name: [r for r in every_row if r["split"] == name] for name in held_splits}
     # Only paraphrases are imported: one that a held-out split asks too would be learnt.
-    taught = {r["message"] for r in traffic if r["kind"] == "paraphrase"}
-    shared = taught & {r["message"] for rows in held.values() for r in rows}
+    # Compared as the KB's word-for-word lookup compares them.
+    taught = {normalize(r["message"]) for r in traffic if r["kind"] == "paraphrase"}
+    shared = taught & {normalize(r["message"]) for rows in held.values() for r in rows}
     if shared:
         parser.error(f"the held-out splits ask {len(shared)} paraphrases of the traffic")
     key = answer_key(every_row)
@@ -142,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         labelled = {r["message"]: r for r in traffic}
         counts = review(misses, labelled, answer_of, reviewed)
         exported = sum(counts.values())
+        if not exported:
+            print("no misses were exported: nothing to learn", file=sys.stderr)
+            return 1
         print(f"import: {exported} misses exported, {counts}", file=sys.stderr)
         kefu("kb", "import", str(reviewed), "--data-dir", str(data_dir))
         with kefu_server(*SERVE_FLAGS, data_dir=data_dir) as url:

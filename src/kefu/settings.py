@@ -205,8 +205,10 @@ class Settings(BaseModel):
     order_example: str = Field(
         "LH-100234",
         description="An order number as customers see it: replies show it as the shape to "
-        "look for, and a number with its letters that --order-pattern does not take "
-        "(LH-10023) is pointed out as mistyped. Must match --order-pattern.",
+        "look for; when it starts with two or more letters, a number with them that "
+        "--order-pattern does not take (LH-10023) is pointed out as mistyped, and one "
+        "typed with a space (LH 100234) is read. --order-pattern must take it whole: set "
+        "the two together.",
     )
     service_hours: str = Field(
         "Mon-Sat 09:00-18:00 +08:00",
@@ -237,13 +239,13 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _order_example_matches(self) -> Settings:
-        from kefu.fastpath.rules import find_order_id
+        from kefu.fastpath.order_numbers import example_fits
 
-        if find_order_id(self.order_example, self.order_pattern) is None:
+        if not example_fits(self.order_example, self.order_pattern):
             raise ValueError(
-                f"order_example {self.order_example!r} does not match order_pattern "
-                f"{self.order_pattern!r}: set --order-example (KEFU_ORDER_EXAMPLE) to one of "
-                "your order numbers, which replies show customers as the shape to look for"
+                f"order_example '{self.order_example}' is not what order_pattern "
+                f"'{self.order_pattern}' takes: set --order-example (KEFU_ORDER_EXAMPLE) to "
+                "one of your order numbers, which replies show customers as its shape"
             )
         return self
 

@@ -100,7 +100,7 @@ def test_a_mistyped_order_number_is_pointed_out(client_factory: ClientFactory) -
         asked = chat(shop, "where is my order?")["done"]
         assert "AB12345" in asked["reply"]  # the shop's own shape, not the demo's
         mistyped = chat(shop, "订单 AB1234 到哪了")["done"]
-        assert mistyped["reply"].startswith("AB1234 不是完整的订单号")
+        assert mistyped["reply"].startswith("AB1234 不是有效的订单号")
 
 
 def test_a_general_question_goes_to_the_llm_then_the_cache(fast: TestClient) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kefu.fastpath.rules import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
+from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 from kefu.settings import DEFAULT_PERSONA, Settings, SettingsError, env_name, load_settings
 
 
@@ -156,6 +156,8 @@ def test_several_invalid_values_on_one_line() -> None:
 def test_order_example_must_match_the_order_pattern() -> None:
     with pytest.raises(SettingsError, match=r"set --order-example \(KEFU_ORDER_EXAMPLE\)"):
         load({"order_pattern": r"\b\d{8}\b"})
+    with pytest.raises(SettingsError, match="order_example 'Order LH-100234' is not"):
+        load({"order_example": "Order LH-100234"})  # the number, not a sentence with it
     settings = load({"order_pattern": r"\b\d{8}\b", "order_example": "12345678"})
     assert settings.order_example == "12345678"
 

@@ -6,8 +6,9 @@ and a message they stop goes to the LLM with the passages instead:
 
 - every id and proper name of the message (an order number, Amazon, 宜家) appears in
   the entry; numbers, places and days need not (the shipping answer lists the
-  countries, so it answers "do you ship to Brazil?" too), but a place needs an entry
-  that names places at all (德国可以寄吗 is not for the pickup lockers' answer);
+  countries, so it answers "do you ship to Brazil?" too), but a place the knowledge
+  base never names needs an entry that names places at all (德国可以寄吗 is not for
+  the pickup lockers' answer);
 - the message does not say what it is *not* asking ("I don't need a password reset,
   I forgot my email", 我不是要退货，就想问…), nor ask what the shop sells ("do you sell sofa legs?",
   你们卖沙发套吗) or which product to choose ("which duvet size should I buy?") of an
@@ -120,6 +121,9 @@ _WHEN = frozenset(lexicon.WEEKDAYS_EN) | frozenset(
     prefix + day for prefix in ("周", "星期", "礼拜") for day in lexicon.WEEKDAYS_ZH
 )
 _WHEN_NAMES = frozenset(lexicon.WEEKDAYS_EN.values())
+_CHINESE_NAMES: dict[str, list[str]] = {}  # a place -> its Chinese names
+for _name, _place in places.CHINESE.items():
+    _CHINESE_NAMES.setdefault(_place, []).append(_name)
 
 
 class Lexicon(Protocol):
@@ -214,11 +218,13 @@ def faq_objection(
             known: frozenset[str] = getattr(covered, kind)
             if item not in known and item.casefold() not in text and item not in covered.words:
                 return f"the entry does not mention {item}"
-    if asked.places and not covered.places:
+    elsewhere_places = [p for p in sorted(asked.places) if not _named(p, kb_words)]
+    if elsewhere_places and not covered.places:
         # A place is a detail of an answer that names places (the list of countries
         # answers "do you ship to Brazil?"), not of one that names none: the pickup
-        # lockers' answer does not say whether a parcel goes to Germany.
-        return "the message names " + ", ".join(sorted(asked.places)) + "; the entry no place"
+        # lockers' answer does not say whether a parcel goes to Germany. A place the
+        # shop names somewhere (its own country) is where customers are, not a topic.
+        return "the message names " + ", ".join(elsewhere_places) + "; the entry no place"
     if _DENIAL.search(message.replace("\u2019", "'")):
         return "the message says what it is not asking about"
     if _SELLS.search(message) and not _SELLS.search(text):
@@ -258,6 +264,14 @@ def _within(words: Sequence[str], span: str) -> list[str]:
     (the span 急 of 加急 stands for the word 加急)."""
     latin = set(span.split())
     return [w for w in words if w in latin or (is_cjk_word(w) and not set(w).isdisjoint(span))]
+
+
+def _named(place: str, lexicon: Lexicon) -> bool:
+    """Whether the knowledge base names the place, in English or in Chinese."""
+    english = place.split()
+    if all(uses(lexicon, word) for word in english):
+        return True
+    return any(name in lexicon for name in _CHINESE_NAMES.get(place, ()))
 
 
 def _place_words(asked: Salient) -> frozenset[str]:

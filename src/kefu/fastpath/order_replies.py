@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kefu.fastpath.rules import DEFAULT_ORDER_EXAMPLE
+from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE
 
 if TYPE_CHECKING:
     from kefu.fastpath.orders import Order
@@ -51,7 +51,7 @@ def order_reply(
     if order_id is None and order is None and mistyped is not None:
         if zh:
             return (
-                f"{mistyped} 不是完整的订单号。订单号的格式如 {example}，可以在订单确认邮件中"
+                f"{mistyped} 不是有效的订单号。订单号的格式如 {example}，可以在订单确认邮件中"
                 "找到，请核对后再发给我。"
             )
         return (

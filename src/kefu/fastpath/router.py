@@ -32,13 +32,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kefu.fastpath.rules import (
-    ASKED_FOR_HUMAN,
+from kefu.fastpath.order_numbers import (
     DEFAULT_ORDER_EXAMPLE,
     DEFAULT_ORDER_PATTERN,
-    asks_about_order,
     find_mistyped_order_id,
     find_order_id,
+)
+from kefu.fastpath.rules import (
+    ASKED_FOR_HUMAN,
+    asks_about_order,
     handoff_score,
     is_failure_signal,
     is_follow_up,
@@ -62,6 +64,7 @@ ORDER_ID_CONFIDENCE = 1.0
 ORDER_QUESTION_CONFIDENCE = 0.75
 FAILED_REASON = "the bot failed twice"
 FOLLOW_UP_REASON = "the message follows on from an earlier one"
+MISTYPED_REASON = "the order number is mistyped"
 # How much an answer's second-best phrasing adds to its score (``_top_faq``). Chosen on
 # the dev and fresh splits of benchmarks/answer_quality.py with ``faq_margin``: 0.2 with a
 # 0.03 margin cut false hits the most (9 to 7 of 472 rows) and lost no answer.
@@ -91,7 +94,7 @@ class Routing:
     candidates: tuple[Candidate, ...]  # best first
     order_id: str | None = None
     faq: Hit | None = None  # the KB hit to serve when intent == "faq"
-    reason: str | None = None  # handoff reason, or why it fell back to general
+    reason: str | None = None  # handoff reason, a mistyped order number, or why general
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +126,7 @@ class Rules:
 def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
     """``failures`` is the number of consecutive earlier turns that failed (tracked per
     session by the caller)."""
-    order_id = find_order_id(message, config.order_pattern)
+    order_id = find_order_id(message, config.order_pattern, config.order_example)
     mistyped = None
     if order_id is None:
         mistyped = find_mistyped_order_id(message, config.order_pattern, config.order_example)
@@ -166,10 +169,12 @@ def route(
 
     if handoff is not None and handoff.confidence >= 1.0:
         return _by_precedence(handoff, ranked, order_id, handoff.detail or ASKED_FOR_HUMAN)
-    if order is not None and (order_id or rules.mistyped_order_id) is not None:
+    number_given = order_id is not None or rules.mistyped_order_id is not None
+    if order is not None and number_given:
         if handoff is not None and handoff.confidence >= HANDOFF_OVER_ORDER:
             return _by_precedence(handoff, ranked, order_id, handoff.detail)
-        return _by_precedence(order, ranked, order_id, None)
+        mistyped = MISTYPED_REASON if order_id is None else None
+        return _by_precedence(order, ranked, order_id, mistyped)
     if not ranked:
         return Routing("general", 0.0, 1.0, ranked, reason="no candidate")
 

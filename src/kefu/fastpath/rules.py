@@ -15,27 +15,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 
 from kefu.fastpath.smalltalk import smalltalk_kind
+from kefu.knowledge.text import space_scripts
 
 __all__ = [
     "ANGRY",
     "ASKED_FOR_HUMAN",
-    "DEFAULT_ORDER_EXAMPLE",
-    "DEFAULT_ORDER_PATTERN",
     "HandoffSignals",
     "asks_about_order",
-    "find_mistyped_order_id",
-    "find_order_id",
     "handoff_score",
     "handoff_signals",
     "is_failure_signal",
     "smalltalk_kind",
 ]
 
-DEFAULT_ORDER_PATTERN = r"\bLH-?\d{6}\b"
-DEFAULT_ORDER_EXAMPLE = "LH-100234"  # what the replies show as the shape to look for
 ASKED_FOR_HUMAN = "asked for a human"
 ANGRY = "angry"
 
@@ -50,76 +44,24 @@ MILD_ANGER = 0.6
 TWO_MILD_ANGER = 0.8
 ANGER_REASON = TWO_MILD_ANGER  # from here on the handoff reply apologises
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-# A CJK character is a word character to ``re``, so "订单LH-100234" has no \b
-# before the L; a space between CJK and Latin/digits gives patterns their edges.
-_SCRIPT_EDGE = re.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[{_CJK}])")
-_PREFIX_NUMBER = re.compile(r"([A-Z]+)[-\s]?(\d+)")
-
 
 def _fold(message: str) -> str:
     """NFKC (full-width letters and digits to ASCII), lowercase, CJK/Latin edges spaced."""
-    text = unicodedata.normalize("NFKC", message).casefold()
-    return _SCRIPT_EDGE.sub(" ", text)
+    return space_scripts(unicodedata.normalize("NFKC", message).casefold())
 
 
 def _any(*patterns: str) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns))
 
 
-# --- order numbers --------------------------------------------------------------------
-
-
-@lru_cache(maxsize=16)
-def _order_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
-
-
-def find_order_id(message: str, pattern: str = DEFAULT_ORDER_PATTERN) -> str | None:
-    """The first order number in the message, in its canonical form (``LH-100234``).
-
-    Canonical: upper case; and when the pattern spells a hyphen (``LH-?``) the
-    hyphen is put back between the letters and the digits, so "lh100234",
-    "LH-100234" and its full-width twin are one order. Other shapes are only
-    upper-cased.
-    """
-    text = _SCRIPT_EDGE.sub(" ", unicodedata.normalize("NFKC", message))
-    match = _order_regex(pattern).search(text)
-    if match is None:
-        return None
-    found = match.group().strip().upper()
-    parts = _PREFIX_NUMBER.fullmatch(found)
-    if parts is not None and "-" in pattern:
-        return f"{parts[1]}-{parts[2]}"
-    return found
-
-
-def find_mistyped_order_id(message: str, pattern: str, example: str) -> str | None:
-    """An order number mistyped: the example's letters, then digits, in a shape the
-    pattern does not take ("LH-10023" where numbers look like LH-100234), upper-cased.
-
-    The reply names it, so the customer sees what to fix instead of being asked for a
-    number they just gave. Without letters in ``example`` nothing is looked for: bare
-    digits are prices, postcodes and phone numbers as often as orders.
-    """
-    parts = _PREFIX_NUMBER.fullmatch(example.strip().upper())
-    if parts is None:
-        return None
-    text = _SCRIPT_EDGE.sub(" ", unicodedata.normalize("NFKC", message))
-    for match in _order_like_regex(parts[1]).finditer(text):
-        if _order_regex(pattern).search(match.group()) is None:
-            return match.group().upper()
-    return None
-
-
-@lru_cache(maxsize=16)
-def _order_like_regex(letters: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![A-Za-z0-9]){re.escape(letters)}[-\s]?\d+(?![A-Za-z0-9])", re.I)
-
+# --- order questions ------------------------------------------------------------------
 
 _ORDER_WORDS = r"(?:order|parcel|package|delivery|shipment|item|purchase|stuff)s?"
-# "An update on my delivery address" is about the address, not where the order is.
-_NOT_A_DETAIL = r"(?! (?:address|date|fee|option|time|number|window|slot)e?s?\b)"
+# "An update on my delivery address" (or its refund) is not about where the order is.
+_NOT_A_DETAIL = (
+    r"(?! (?:address|date|fee|option|time|number|window|slot|refund|return|cancel|"
+    r"cancellation|exchange|charge|payment|invoice|receipt|confirmation)e?s?\b)"
+)
 _ORDER_QUESTION = _any(
     rf"\bwhere(?:'s| is| are)? (?:my|our) (?:\w+ )?{_ORDER_WORDS}\b",
     r"\bwhere(?:'s| is| are)? the (?:order|parcel|package|shipment)s?\b(?! number)",
@@ -210,6 +152,8 @@ _ASKS_HUMAN = _any(
 # a request for a person; matched first and removed.
 _NOT_HUMAN = _any(
     r"\bhuman resources\b",
+    r"\bam i (?:talking|chatting|speaking) (?:to|with) (?:a |an )?(?:real |actual )?"
+    r"(?:human|person|bot|robot|ai|machine)\b(?: or (?:a |an )?(?:real |actual )?\w+)?",
     r"\bare you (?:a |an )?(?:real |actual )?(?:human|person|bot|robot|ai|machine)\b",
     r"\bis (?:this|it) (?:a |an )?(?:real |actual )?(?:human|person|bot|robot)\b",
     r"你是(?:不是)?(?:真人|人工|机器人|人)",

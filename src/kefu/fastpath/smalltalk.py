@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE
+
 SMALLTALK_CONFIDENCE = 0.9
 KINDS = ("greeting", "how_are_you", "who_are_you", "thanks", "goodbye", "ack")
 
@@ -148,9 +150,9 @@ _REPLIES: dict[str, tuple[str, str]] = {
     "who_are_you": (
         "I'm the Lumen Home virtual assistant — a bot, not a person. I can answer questions "
         "about orders, delivery, returns, payments and invoices, and look up an order by its "
-        "number (like LH-100234). Ask for a human agent any time.",
+        "number (like {example}). Ask for a human agent any time.",
         "我是流明家居的智能客服机器人，可以解答订单、配送、退换货、付款和发票等问题，"
-        "也可以用订单号（例如 LH-100234）帮您查询订单状态。需要人工服务时，随时说“转人工”即可。",
+        "也可以用订单号（例如 {example}）帮您查询订单状态。需要人工服务时，随时说“转人工”即可。",
     ),
     "thanks": (
         "You're welcome! Is there anything else I can help you with?",
@@ -167,10 +169,11 @@ _REPLIES: dict[str, tuple[str, str]] = {
 }
 
 
-def smalltalk_reply(kind: str, lang: str) -> str:
-    """The templated reply to a smalltalk kind, in English or Chinese ('zh')."""
+def smalltalk_reply(kind: str, lang: str, *, order_example: str = DEFAULT_ORDER_EXAMPLE) -> str:
+    """The templated reply to a smalltalk kind, in English or Chinese ('zh');
+    ``order_example`` is the order number it shows as the shape to look for."""
     try:
         en, zh = _REPLIES[kind]
     except KeyError:
         raise ValueError(f"unknown smalltalk kind {kind!r}; expected one of {KINDS}") from None
-    return zh if lang == "zh" else en
+    return (zh if lang == "zh" else en).replace("{example}", order_example)

@@ -29,6 +29,7 @@ _WORD = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)*")
 _SEGMENTER_LOCK = threading.Lock()
 _segmenter: Any = None
 _SPACES = re.compile(r"\s+")
+_SCRIPT_EDGE = re.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[{_CJK}])")
 # Punctuation that ends or decorates a question without changing it.
 _EDGE_PUNCT = " \t\n.,!?;:~…。，！？；：、\"'\u201c\u201d\u2018\u2019()（）[]【】"
 
@@ -50,6 +51,12 @@ def normalize(text: str) -> str:
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
     return _SPACES.sub(" ", folded).strip(_EDGE_PUNCT)
+
+
+def space_scripts(text: str) -> str:
+    """A space wherever Chinese meets Latin letters or digits: a CJK character is a word
+    character to ``re``, so "订单LH-100234" has no \\b before the L without one."""
+    return _SCRIPT_EDGE.sub(" ", text)
 
 
 def tokens(text: str) -> list[str]:

@@ -290,7 +290,7 @@ def test_reply_to_a_mistyped_number() -> None:
     assert en.startswith("LH-10023 doesn't look like one of our order numbers")
     assert "LH-100234" in en
     zh = order_reply(None, None, "zh", mistyped="LH-10023", example="LH-555555")
-    assert zh.startswith("LH-10023 不是完整的订单号")
+    assert zh.startswith("LH-10023 不是有效的订单号")
     assert "LH-555555" in zh
 
 

@@ -7,6 +7,7 @@ import pytest
 from kefu.fastpath.router import (
     FAILED_REASON,
     FOLLOW_UP_REASON,
+    MISTYPED_REASON,
     ORDER_QUESTION_CONFIDENCE,
     RULE_THRESHOLD,
     SECOND_PHRASING_WEIGHT,
@@ -164,6 +165,8 @@ def test_a_mistyped_order_number_goes_to_the_order_tool() -> None:
     # Like a whole number, it wins by precedence: the customer is asking about an order.
     routing = go("where's my order LH-10023", hit("How can I track my order?", 0.9))
     assert (routing.intent, routing.order_id, routing.confidence) == ("order_status", None, 1.0)
+    assert routing.reason == MISTYPED_REASON
+    assert go("where's my order LH 100234").order_id == "LH-100234"  # closed up, it is one
     rules = read_rules("where's my order LH-10023", failures=0, config=CONFIG)
     assert (rules.order_id, rules.mistyped_order_id) == (None, "LH-10023")
     assert go("LH-10023 STILL not here, this is a scam").intent == "handoff"

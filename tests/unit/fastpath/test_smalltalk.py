@@ -27,6 +27,7 @@ from kefu.fastpath.smalltalk import KINDS, SMALLTALK_CONFIDENCE, smalltalk_kind,
         ("are you a bot?", "who_are_you"),
         ("Are you a real person?", "who_are_you"),
         ("am I talking to a bot or a person?", "who_are_you"),
+        ("am I talking to a real person?", "who_are_you"),
         ("what can you do", "who_are_you"),
         ("你是谁", "who_are_you"),
         ("你是机器人吗", "who_are_you"),
@@ -97,6 +98,8 @@ def test_greeting_reply_introduces_the_shop() -> None:
     )
     assert "流明家居" in smalltalk_reply("greeting", "zh")
     assert "human" in smalltalk_reply("who_are_you", "en")
+    assert "LH-100234" in smalltalk_reply("who_are_you", "zh")
+    assert "AB12345" in smalltalk_reply("who_are_you", "en", order_example="AB12345")
 
 
 def test_unknown_kind() -> None:

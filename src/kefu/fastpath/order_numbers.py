@@ -1,0 +1,92 @@
+"""Order numbers in a customer's message: whole, closed up, or mistyped.
+
+An order number is what ``--order-pattern`` finds (``LH-100234``). Customers also type
+the shop's letters and digits in shapes the pattern does not take: with a space
+("LH 100234"), which is still their order, or with a digit too few ("LH-10023"), which
+the reply should name rather than ask for a number they just gave. Such a token has
+the letters of ``--order-example`` and nearly as many digits; an example without two
+letters in front of its digits (``12345678``, ``ORD-2024-0001``) gives nothing to look
+for, since bare digits are prices, postcodes and phone numbers as often as orders.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from functools import lru_cache
+
+from kefu.knowledge.text import space_scripts
+
+DEFAULT_ORDER_PATTERN = r"\bLH-?\d{6}\b"
+DEFAULT_ORDER_EXAMPLE = "LH-100234"  # what the replies show as the shape to look for
+
+_PREFIX_NUMBER = re.compile(r"([A-Z]+)[-\s]?(\d+)")
+_LETTERS_AND_DIGITS = re.compile(r"([A-Z]{2,})[-\s]?(\d+)")
+
+
+@lru_cache(maxsize=16)
+def _order_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def example_fits(example: str, pattern: str) -> bool:
+    """Whether the pattern takes the whole example (not a number inside a sentence)."""
+    return _order_regex(pattern).fullmatch(example.strip()) is not None
+
+
+def find_order_id(
+    message: str, pattern: str = DEFAULT_ORDER_PATTERN, example: str | None = None
+) -> str | None:
+    """The first order number in the message, in its canonical form (``LH-100234``).
+
+    Canonical: upper case; and when the pattern spells a hyphen (``LH-?``) the
+    hyphen is put back between the letters and the digits, so "lh100234",
+    "LH-100234" and its full-width twin are one order. Other shapes are only
+    upper-cased. With ``example``, a number typed with a space or hyphen the pattern
+    does not take ("LH 100234") counts when closing it up makes it one.
+    """
+    text = space_scripts(unicodedata.normalize("NFKC", message))
+    match = _order_regex(pattern).search(text)
+    if match is not None:
+        return _canonical(match.group().strip().upper(), pattern)
+    for _, forms in _order_like(text, example):
+        for form in forms:
+            if example_fits(form, pattern):
+                return _canonical(form, pattern)
+    return None
+
+
+def find_mistyped_order_id(message: str, pattern: str, example: str) -> str | None:
+    """A number with the example's letters that is no order number however it is
+    closed up ("LH-10023" where numbers look like LH-100234), upper-cased as typed."""
+    text = space_scripts(unicodedata.normalize("NFKC", message))
+    for typed, forms in _order_like(text, example):
+        if not any(example_fits(form, pattern) for form in forms):
+            return typed.upper()
+    return None
+
+
+def _canonical(found: str, pattern: str) -> str:
+    parts = _PREFIX_NUMBER.fullmatch(found)
+    if parts is not None and "-" in pattern:
+        return f"{parts[1]}-{parts[2]}"
+    return found
+
+
+def _order_like(text: str, example: str | None) -> Iterator[tuple[str, tuple[str, str]]]:
+    """Each token shaped like the example (its letters, then at least all but two of
+    its digits, three at least: "LH 5 stars" is no order), with its closed-up forms."""
+    shape = _LETTERS_AND_DIGITS.fullmatch(example.strip().upper()) if example else None
+    if shape is None:
+        return
+    letters = shape[1]
+    for match in _order_like_regex(letters, max(3, len(shape[2]) - 2)).finditer(text):
+        yield match[0], (f"{letters}-{match[1]}", f"{letters}{match[1]}")
+
+
+@lru_cache(maxsize=16)
+def _order_like_regex(letters: str, min_digits: int) -> re.Pattern[str]:
+    return re.compile(
+        rf"(?<![A-Za-z0-9]){re.escape(letters)}[-\s]?(\d{{{min_digits},}})(?![A-Za-z0-9])", re.I
+    )
