@@ -202,6 +202,11 @@ class Settings(BaseModel):
         r"\bLH-?\d{6}\b",
         description="Regular expression of an order number in a message (case-insensitive).",
     )
+    shop_name: str = Field(
+        "Lumen Home|流明家居",
+        description="The shop's name in the fast path's templated replies (greeting, who am "
+        "I, goodbye): 'Acme', or 'Acme|艾克美' with a Chinese name for Chinese replies.",
+    )
     order_example: str = Field(
         "LH-100234",
         description="An order number as customers see it: replies show it as the shape to "
@@ -248,6 +253,13 @@ class Settings(BaseModel):
                 "one of your order numbers, which replies show customers as its shape"
             )
         return self
+
+    @field_validator("shop_name")
+    @classmethod
+    def _shop_named(cls, value: str) -> str:
+        if not all(part.strip() for part in value.split("|")) or value.count("|") > 1:
+            raise ValueError("give the shop's name, or 'English name|Chinese name'")
+        return value.strip()
 
     @field_validator("order_pattern")
     @classmethod

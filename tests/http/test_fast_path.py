@@ -89,18 +89,26 @@ def test_order_status_known_and_unknown(fast: TestClient) -> None:
     assert unknown["reply"] != known["reply"]
 
 
-def test_a_mistyped_order_number_is_pointed_out(client_factory: ClientFactory) -> None:
-    with client_factory(fast_path=True) as fast:
-        done = chat(fast, "where is my order LH-10023?")["done"]
-        assert (done["tier"], done["route"]["intent"]) == ("tool", "order_status")
-        assert done["reply"].startswith("LH-10023 doesn't look like one of our order numbers")
-        assert "LH-100234" in done["reply"]
-    custom = {"order_pattern": r"\bAB\d{5}\b", "order_example": "AB12345"}
-    with client_factory(fast_path=True, **custom) as shop:
+def test_a_mistyped_order_number_is_pointed_out(fast: TestClient) -> None:
+    done = chat(fast, "where is my order LH-10023?")["done"]
+    assert (done["tier"], done["route"]["intent"]) == ("tool", "order_status")
+    assert done["reply"].startswith("LH-10023 doesn't look like one of our order numbers")
+    assert "LH-100234" in done["reply"]
+
+
+def test_templated_replies_name_the_shop_and_its_order_numbers(
+    client_factory: ClientFactory,
+) -> None:
+    own = {"order_pattern": r"\bAB\d{5}\b", "order_example": "AB12345", "shop_name": "Acme|艾克美"}
+    with client_factory(fast_path=True, **own) as shop:
         asked = chat(shop, "where is my order?")["done"]
         assert "AB12345" in asked["reply"]  # the shop's own shape, not the demo's
         mistyped = chat(shop, "订单 AB1234 到哪了")["done"]
         assert mistyped["reply"].startswith("AB1234 不是有效的订单号")
+        assert "Acme" in chat(shop, "hello")["done"]["reply"]
+        greeting = chat(shop, "你好")["done"]["reply"]
+        assert "艾克美" in greeting
+        assert "流明" not in greeting
 
 
 def test_a_general_question_goes_to_the_llm_then_the_cache(fast: TestClient) -> None:

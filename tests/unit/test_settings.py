@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
+from kefu.fastpath.smalltalk import DEFAULT_SHOP_NAME
 from kefu.settings import DEFAULT_PERSONA, Settings, SettingsError, env_name, load_settings
 
 
@@ -42,11 +43,12 @@ def test_defaults_without_any_source() -> None:
     assert settings.warmup is True
     assert settings.persona == DEFAULT_PERSONA
     assert settings.threads >= 1
-    # The router's own defaults, which its unit tests use, are the server's.
+    # The fast path's own defaults, which its unit tests use, are the server's.
     assert (settings.order_pattern, settings.order_example) == (
         DEFAULT_ORDER_PATTERN,
         DEFAULT_ORDER_EXAMPLE,
     )
+    assert settings.shop_name == DEFAULT_SHOP_NAME
 
 
 def test_precedence_defaults_toml_env_flags(tmp_path: Path) -> None:
@@ -160,6 +162,12 @@ def test_order_example_must_match_the_order_pattern() -> None:
         load({"order_example": "Order LH-100234"})  # the number, not a sentence with it
     settings = load({"order_pattern": r"\b\d{8}\b", "order_example": "12345678"})
     assert settings.order_example == "12345678"
+
+
+@pytest.mark.parametrize("name", ["", "Acme|", "|艾克美", "A|B|C"])
+def test_a_shop_name_is_one_or_two_names(name: str) -> None:
+    with pytest.raises(SettingsError, match="--shop-name"):
+        load({"shop_name": name})
 
 
 def test_settings_error_is_a_value_error() -> None:

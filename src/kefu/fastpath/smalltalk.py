@@ -14,6 +14,7 @@ import unicodedata
 from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE
 
 SMALLTALK_CONFIDENCE = 0.9
+DEFAULT_SHOP_NAME = "Lumen Home|流明家居"  # the demo shop's, in English|Chinese
 KINDS = ("greeting", "how_are_you", "who_are_you", "thanks", "goodbye", "ack")
 
 # When one message holds several kinds, the reply answers the most telling one:
@@ -139,8 +140,8 @@ def smalltalk_kind(message: str) -> tuple[float, str | None]:
 
 _REPLIES: dict[str, tuple[str, str]] = {
     "greeting": (
-        "Hello! I'm the Lumen Home assistant — ask me about orders, delivery, returns or invoices.",
-        "您好！我是流明家居的智能客服，可以帮您查询订单、配送、退换货和发票等问题。",
+        "Hello! I'm the {shop} assistant — ask me about orders, delivery, returns or invoices.",
+        "您好！我是{shop}的智能客服，可以帮您查询订单、配送、退换货和发票等问题。",
     ),
     "how_are_you": (
         "I'm doing well, thanks for asking! How can I help you today — an order, a delivery, "
@@ -148,10 +149,10 @@ _REPLIES: dict[str, tuple[str, str]] = {
         "我很好，谢谢关心！请问今天有什么可以帮您？比如查订单、配送或退换货。",
     ),
     "who_are_you": (
-        "I'm the Lumen Home virtual assistant — a bot, not a person. I can answer questions "
+        "I'm the {shop} virtual assistant — a bot, not a person. I can answer questions "
         "about orders, delivery, returns, payments and invoices, and look up an order by its "
         "number (like {example}). Ask for a human agent any time.",
-        "我是流明家居的智能客服机器人，可以解答订单、配送、退换货、付款和发票等问题，"
+        "我是{shop}的智能客服机器人，可以解答订单、配送、退换货、付款和发票等问题，"
         "也可以用订单号（例如 {example}）帮您查询订单状态。需要人工服务时，随时说“转人工”即可。",
     ),
     "thanks": (
@@ -159,8 +160,8 @@ _REPLIES: dict[str, tuple[str, str]] = {
         "不客气！还有什么可以帮您的吗？",
     ),
     "goodbye": (
-        "Thanks for chatting with Lumen Home — have a nice day!",
-        "感谢您咨询流明家居，祝您生活愉快，再见！",
+        "Thanks for chatting with {shop} — have a nice day!",
+        "感谢您咨询{shop}，祝您生活愉快，再见！",
     ),
     "ack": (
         "Great. Anything else I can help you with?",
@@ -169,11 +170,29 @@ _REPLIES: dict[str, tuple[str, str]] = {
 }
 
 
-def smalltalk_reply(kind: str, lang: str, *, order_example: str = DEFAULT_ORDER_EXAMPLE) -> str:
-    """The templated reply to a smalltalk kind, in English or Chinese ('zh');
-    ``order_example`` is the order number it shows as the shape to look for."""
+def shop_names(value: str) -> tuple[str, str]:
+    """The shop's name in English and in Chinese from ``--shop-name`` ("Acme", or
+    "Lumen Home|流明家居" for a Chinese name of its own)."""
+    english, _, chinese = value.partition("|")
+    return english.strip(), (chinese or english).strip()
+
+
+def smalltalk_reply(
+    kind: str,
+    lang: str,
+    *,
+    shop_name: str = DEFAULT_SHOP_NAME,
+    order_example: str = DEFAULT_ORDER_EXAMPLE,
+) -> str:
+    """The templated reply to a smalltalk kind, in English or Chinese ('zh'), naming the
+    shop (``shop_name`` as ``--shop-name`` gives it) and showing ``order_example`` as the
+    shape of an order number."""
     try:
         en, zh = _REPLIES[kind]
     except KeyError:
         raise ValueError(f"unknown smalltalk kind {kind!r}; expected one of {KINDS}") from None
-    return (zh if lang == "zh" else en).replace("{example}", order_example)
+    english, chinese = shop_names(shop_name)
+    text = zh if lang == "zh" else en
+    return text.replace("{shop}", chinese if lang == "zh" else english).replace(
+        "{example}", order_example
+    )

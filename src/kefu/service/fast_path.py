@@ -235,7 +235,12 @@ class FastPath:
             reply = order_reply(order, routing.order_id, lang, example=example)
             return Plan(routing, lang, "tool", reply)
         kind = routing.candidates[0].detail or "greeting"
-        reply = smalltalk_reply(kind, lang, order_example=self.settings.order_example)
+        reply = smalltalk_reply(
+            kind,
+            lang,
+            shop_name=self.settings.shop_name,
+            order_example=self.settings.order_example,
+        )
         return Plan(routing, lang, "smalltalk", reply)
 
     def _search(self, message: str, scope: str, lang: str, rules: Rules) -> Plan:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kefu.fastpath.smalltalk import KINDS, SMALLTALK_CONFIDENCE, smalltalk_kind, smalltalk_reply
+from kefu.fastpath.smalltalk import (
+    KINDS,
+    SMALLTALK_CONFIDENCE,
+    shop_names,
+    smalltalk_kind,
+    smalltalk_reply,
+)
 
 
 @pytest.mark.parametrize(
@@ -100,6 +106,13 @@ def test_greeting_reply_introduces_the_shop() -> None:
     assert "human" in smalltalk_reply("who_are_you", "en")
     assert "LH-100234" in smalltalk_reply("who_are_you", "zh")
     assert "AB12345" in smalltalk_reply("who_are_you", "en", order_example="AB12345")
+
+
+def test_replies_name_the_shop_in_each_language() -> None:
+    assert shop_names("Acme") == ("Acme", "Acme")
+    assert shop_names("Acme|艾克美") == ("Acme", "艾克美")
+    assert "Thanks for chatting with Acme" in smalltalk_reply("goodbye", "en", shop_name="Acme")
+    assert "艾克美" in smalltalk_reply("goodbye", "zh", shop_name="Acme|艾克美")
 
 
 def test_unknown_kind() -> None:
