@@ -121,9 +121,17 @@ _WHEN = frozenset(lexicon.WEEKDAYS_EN) | frozenset(
     prefix + day for prefix in ("周", "星期", "礼拜") for day in lexicon.WEEKDAYS_ZH
 )
 _WHEN_NAMES = frozenset(lexicon.WEEKDAYS_EN.values())
-_CHINESE_NAMES: dict[str, list[str]] = {}  # a place -> its Chinese names
-for _name, _place in places.CHINESE.items():
-    _CHINESE_NAMES.setdefault(_place, []).append(_name)
+
+
+def _by_place(names: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """A place -> its Chinese names, from the names -> place table."""
+    grouped: dict[str, list[str]] = {}
+    for name, place in names.items():
+        grouped.setdefault(place, []).append(name)
+    return {place: tuple(found) for place, found in grouped.items()}
+
+
+_CHINESE_NAMES = _by_place(places.CHINESE)
 
 
 class Lexicon(Protocol):
@@ -277,7 +285,7 @@ def _named(place: str, lexicon: Lexicon) -> bool:
 def _place_words(asked: Salient) -> frozenset[str]:
     """The words that name the message's places, in English and in Chinese."""
     words = {word for place in asked.places for word in place.split()}
-    words.update(name for name, place in places.CHINESE.items() if place in asked.places)
+    words.update(name for place in asked.places for name in _CHINESE_NAMES.get(place, ()))
     return frozenset(words)
 
 
