@@ -133,6 +133,9 @@ ENGLISH: dict[tuple[str, ...], str] = {}
 CHINESE: dict[str, str] = {}
 """Chinese name -> canonical key."""
 
+CHINESE_NAMES: dict[str, tuple[str, ...]] = {key: chinese for key, (_, chinese) in _PLACES.items()}
+"""Canonical key -> its Chinese names."""
+
 for _key, (_english, _chinese) in _PLACES.items():
     for _name in (_key, *_english):
         ENGLISH[tuple(_name.split())] = _key

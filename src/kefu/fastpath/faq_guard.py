@@ -123,17 +123,6 @@ _WHEN = frozenset(lexicon.WEEKDAYS_EN) | frozenset(
 _WHEN_NAMES = frozenset(lexicon.WEEKDAYS_EN.values())
 
 
-def _by_place(names: dict[str, str]) -> dict[str, tuple[str, ...]]:
-    """A place -> its Chinese names, from the names -> place table."""
-    grouped: dict[str, list[str]] = {}
-    for name, place in names.items():
-        grouped.setdefault(place, []).append(name)
-    return {place: tuple(found) for place, found in grouped.items()}
-
-
-_CHINESE_NAMES = _by_place(places.CHINESE)
-
-
 class Lexicon(Protocol):
     """What the guard asks of the knowledge base's words (``knowledge.Vocabulary``)."""
 
@@ -279,13 +268,13 @@ def _named(place: str, lexicon: Lexicon) -> bool:
     english = place.split()
     if all(uses(lexicon, word) for word in english):
         return True
-    return any(name in lexicon for name in _CHINESE_NAMES.get(place, ()))
+    return any(name in lexicon for name in places.CHINESE_NAMES.get(place, ()))
 
 
 def _place_words(asked: Salient) -> frozenset[str]:
     """The words that name the message's places, in English and in Chinese."""
     words = {word for place in asked.places for word in place.split()}
-    words.update(name for place in asked.places for name in _CHINESE_NAMES.get(place, ()))
+    words.update(name for place in asked.places for name in places.CHINESE_NAMES.get(place, ()))
     return frozenset(words)
 
 

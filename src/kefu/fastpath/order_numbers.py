@@ -22,7 +22,6 @@ DEFAULT_ORDER_PATTERN = r"\bLH-?\d{6}\b"
 DEFAULT_ORDER_EXAMPLE = "LH-100234"  # what the replies show as the shape to look for
 
 _PREFIX_NUMBER = re.compile(r"([A-Z]+)[-\s]?(\d+)")
-_LETTERS_AND_DIGITS = re.compile(r"([A-Z]{2,})[-\s]?(\d+)")
 
 
 @lru_cache(maxsize=16)
@@ -77,8 +76,8 @@ def _canonical(found: str, pattern: str) -> str:
 def _order_like(text: str, example: str | None) -> Iterator[tuple[str, tuple[str, str]]]:
     """Each token shaped like the example (its letters, then at least all but two of
     its digits, three at least: "LH 5 stars" is no order), with its closed-up forms."""
-    shape = _LETTERS_AND_DIGITS.fullmatch(example.strip().upper()) if example else None
-    if shape is None:
+    shape = _PREFIX_NUMBER.fullmatch(example.strip().upper()) if example else None
+    if shape is None or len(shape[1]) < 2:  # one letter is as often an English word
         return
     letters = shape[1]
     for match in _order_like_regex(letters, max(3, len(shape[2]) - 2)).finditer(text):
