@@ -51,6 +51,12 @@ def threads_searching(fast_path: FastPath, monkeypatch: pytest.MonkeyPatch) -> l
     return seen
 
 
+def assert_searched_once_on_the_worker(seen: list[int]) -> None:
+    """One search, on a thread that is not the event loop's (the test's own)."""
+    assert len(seen) == 1
+    assert seen != [threading.get_ident()]
+
+
 @pytest.mark.anyio
 async def test_the_demo_is_read_before_serving_and_an_import_when_asked(
     fast_path: FastPath,
@@ -85,8 +91,7 @@ async def test_a_large_knowledge_base_is_searched_on_the_fast_paths_thread(
     assert fast_path.kb is not None
     monkeypatch.setattr(fast_path_module, "INLINE_MAX_ENTRIES", len(fast_path.kb) - 1)
     assert (await fast_path.plan(GENERAL, scope="t", failures=0)).tier == "llm"
-    assert len(seen) == 1
-    assert seen != [threading.get_ident()]
+    assert_searched_once_on_the_worker(seen)
 
 
 @pytest.mark.anyio
@@ -130,8 +135,7 @@ async def test_a_lookup_does_not_overtake_a_job_queued_before_it(
     await lookup
     assert blocker.result() is True
     assert order == ["job"]
-    assert len(seen) == 1
-    assert seen != [threading.get_ident()]
+    assert_searched_once_on_the_worker(seen)
 
 
 @pytest.mark.anyio
