@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
+from typing import NamedTuple
 
 from kefu.knowledge.text import space_scripts
 
@@ -34,36 +35,36 @@ def example_fits(example: str, pattern: str) -> bool:
     return _order_regex(pattern).fullmatch(example.strip()) is not None
 
 
-def find_order_id(
+class OrderNumber(NamedTuple):
+    """What a message says of its order: the number, or else one mistyped."""
+
+    id: str | None  # canonical (LH-100234)
+    mistyped: str | None = None  # upper-cased as typed ("LH-10023"), when there is no id
+
+
+def read_order_number(
     message: str, pattern: str = DEFAULT_ORDER_PATTERN, example: str | None = None
-) -> str | None:
+) -> OrderNumber:
     """The first order number in the message, in its canonical form (``LH-100234``).
 
     Canonical: upper case; and when the pattern spells a hyphen (``LH-?``) the
     hyphen is put back between the letters and the digits, so "lh100234",
     "LH-100234" and its full-width twin are one order. Other shapes are only
-    upper-cased. With ``example``, a number typed with a space or hyphen the pattern
-    does not take ("LH 100234") counts when closing it up makes it one.
+    upper-cased. With ``example``, a token of its shape that the pattern does not take
+    is the order when closing it up makes it one ("LH 100234"), and mistyped otherwise
+    ("LH-10023": no number closes it up).
     """
     text = space_scripts(unicodedata.normalize("NFKC", message))
     match = _order_regex(pattern).search(text)
     if match is not None:
-        return _canonical(match.group().strip().upper(), pattern)
-    for _, forms in _order_like(text, example):
+        return OrderNumber(_canonical(match.group().strip().upper(), pattern))
+    mistyped = None
+    for typed, forms in _order_like(text, example):
         for form in forms:
             if example_fits(form, pattern):
-                return _canonical(form, pattern)
-    return None
-
-
-def find_mistyped_order_id(message: str, pattern: str, example: str) -> str | None:
-    """A number with the example's letters that is no order number however it is
-    closed up ("LH-10023" where numbers look like LH-100234), upper-cased as typed."""
-    text = space_scripts(unicodedata.normalize("NFKC", message))
-    for typed, forms in _order_like(text, example):
-        if not any(example_fits(form, pattern) for form in forms):
-            return typed.upper()
-    return None
+                return OrderNumber(_canonical(form, pattern))
+        mistyped = mistyped or typed.upper()
+    return OrderNumber(None, mistyped)
 
 
 def _canonical(found: str, pattern: str) -> str:

@@ -35,8 +35,7 @@ from typing import Literal
 from kefu.fastpath.order_numbers import (
     DEFAULT_ORDER_EXAMPLE,
     DEFAULT_ORDER_PATTERN,
-    find_mistyped_order_id,
-    find_order_id,
+    read_order_number,
 )
 from kefu.fastpath.rules import (
     ASKED_FOR_HUMAN,
@@ -126,10 +125,7 @@ class Rules:
 def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
     """``failures`` is the number of consecutive earlier turns that failed (tracked per
     session by the caller)."""
-    order_id = find_order_id(message, config.order_pattern, config.order_example)
-    mistyped = None
-    if order_id is None:
-        mistyped = find_mistyped_order_id(message, config.order_pattern, config.order_example)
+    order_id, mistyped = read_order_number(message, config.order_pattern, config.order_example)
     failed = failures + is_failure_signal(message)
     handoff: Candidate | None = None
     if failed >= config.failures_to_handoff:

@@ -8,8 +8,7 @@ from kefu.fastpath.order_numbers import (
     DEFAULT_ORDER_EXAMPLE,
     DEFAULT_ORDER_PATTERN,
     example_fits,
-    find_mistyped_order_id,
-    find_order_id,
+    read_order_number,
 )
 
 
@@ -31,16 +30,16 @@ from kefu.fastpath.order_numbers import (
         ("", None),
     ],
 )
-def test_find_order_id_default_pattern(message: str, expected: str | None) -> None:
-    assert find_order_id(message, DEFAULT_ORDER_PATTERN) == expected
+def test_order_number_default_pattern(message: str, expected: str | None) -> None:
+    assert read_order_number(message, DEFAULT_ORDER_PATTERN).id == expected
 
 
-def test_find_order_id_custom_patterns() -> None:
-    assert find_order_id("order ab12345 please", r"\bAB\d{5}\b") == "AB12345"
-    assert find_order_id("order ab12345 please", r"\bAB-?\d{5}\b") == "AB-12345"
-    assert find_order_id("#98765432 where", r"\b\d{8}\b") == "98765432"
-    assert find_order_id("订单98765432到了吗", r"\b\d{8}\b") == "98765432"
-    assert find_order_id("LH-100234", r"\bAB\d{5}\b") is None
+def test_order_number_custom_patterns() -> None:
+    assert read_order_number("order ab12345 please", r"\bAB\d{5}\b").id == "AB12345"
+    assert read_order_number("order ab12345 please", r"\bAB-?\d{5}\b").id == "AB-12345"
+    assert read_order_number("#98765432 where", r"\b\d{8}\b").id == "98765432"
+    assert read_order_number("订单98765432到了吗", r"\b\d{8}\b").id == "98765432"
+    assert read_order_number("LH-100234", r"\bAB\d{5}\b").id is None
 
 
 @pytest.mark.parametrize(
@@ -59,26 +58,29 @@ def test_find_order_id_custom_patterns() -> None:
         ("", None),
     ],
 )
-def test_find_mistyped_order_id(message: str, expected: str | None) -> None:
-    assert find_mistyped_order_id(message, DEFAULT_ORDER_PATTERN, DEFAULT_ORDER_EXAMPLE) == expected
+def test_a_mistyped_order_number(message: str, expected: str | None) -> None:
+    assert (
+        read_order_number(message, DEFAULT_ORDER_PATTERN, DEFAULT_ORDER_EXAMPLE).mistyped
+        == expected
+    )
 
 
 def test_a_mistyped_number_is_looked_for_by_the_example_s_letters() -> None:
-    assert find_mistyped_order_id("order ab1234", r"\bAB\d{5}\b", "AB12345") == "AB1234"
-    assert find_mistyped_order_id("order lh-10023", r"\bAB\d{5}\b", "AB12345") is None
+    assert read_order_number("order ab1234", r"\bAB\d{5}\b", "AB12345").mistyped == "AB1234"
+    assert read_order_number("order lh-10023", r"\bAB\d{5}\b", "AB12345").mistyped is None
     # Short words before a number are not order numbers of a shop whose letters they are.
-    assert find_mistyped_order_id("so 2 of them broke", r"\bSO\d{6}\b", "SO123456") is None
+    assert read_order_number("so 2 of them broke", r"\bSO\d{6}\b", "SO123456").mistyped is None
     # One letter is an English word as often as a prefix: nothing to look for.
-    assert find_mistyped_order_id("a 2345678 deposit", r"\bA\d{7}\b", "A1234567") is None
+    assert read_order_number("a 2345678 deposit", r"\bA\d{7}\b", "A1234567").mistyped is None
     # Bare digits are prices and postcodes as often as orders: nothing to point out.
-    assert find_mistyped_order_id("order 1234567", r"\b\d{8}\b", "12345678") is None
+    assert read_order_number("order 1234567", r"\b\d{8}\b", "12345678").mistyped is None
 
 
 def test_a_number_typed_with_a_space_is_the_order() -> None:
-    assert find_order_id("where is my order LH 100234", DEFAULT_ORDER_PATTERN) is None
-    found = find_order_id("where is my order LH 100234", DEFAULT_ORDER_PATTERN, "LH-100234")
+    assert read_order_number("where is my order LH 100234", DEFAULT_ORDER_PATTERN).id is None
+    found = read_order_number("where is my order LH 100234", DEFAULT_ORDER_PATTERN, "LH-100234").id
     assert found == "LH-100234"
-    assert find_order_id("order AB-12345 please", r"\bAB\d{5}\b", "AB12345") == "AB12345"
+    assert read_order_number("order AB-12345 please", r"\bAB\d{5}\b", "AB12345").id == "AB12345"
 
 
 def test_the_example_must_be_a_whole_order_number() -> None:
