@@ -66,6 +66,7 @@ class Reply:
     status: int = 0
     tier: str | None = None
     intent: str | None = None
+    reason: str | None = None  # the route's reason: why general, or "second look: …"
     source: dict[str, Any] | None = None
     text: str = ""
     handoff: bool = False
@@ -114,6 +115,7 @@ async def post_chat(client: httpx.AsyncClient, base_url: str, message: str) -> R
                         reply.done = time.perf_counter()
                         reply.tier = body.get("tier")
                         reply.intent = (body.get("route") or {}).get("intent")
+                        reply.reason = (body.get("route") or {}).get("reason")
                         reply.source = body.get("source")
                         reply.timings = body.get("timings") or {}
                         reply.server_e2e_ms = reply.timings.get("e2e_ms")

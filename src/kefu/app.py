@@ -26,6 +26,7 @@ from kefu.errors import KefuError
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
 from kefu.knowledge.embedder import StaticEmbedder
+from kefu.knowledge.second_look import E5Transformer
 from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
 from kefu.service.fast_path import FastPath
@@ -97,6 +98,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 embedder_factory=StaticEmbedder,
                 orders=await _open_orders(settings),
                 hours=runtime.hours,
+                transformer_factory=E5Transformer,
             )
             starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
             tasks.append(asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1])))

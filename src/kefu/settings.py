@@ -168,6 +168,19 @@ class Settings(BaseModel):
         description="Lead the best knowledge-base answer needs over the runner-up; closer "
         "means ambiguous, and the LLM answers with both in its context.",
     )
+    second_look: bool = Field(
+        True,
+        description="Before a question the fast path declined goes to the LLM, let "
+        "multilingual-e5-small read it (15-40 ms a pass, off the event loop) and answer "
+        "from the knowledge base when it is sure.",
+    )
+    second_look_margin: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Lead, in e5 cosine similarity, the second look's best answer needs "
+        "over the next answer's best question.",
+    )
     kb_passages: int = Field(
         3,
         ge=0,

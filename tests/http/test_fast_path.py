@@ -364,7 +364,9 @@ def test_a_message_of_words_the_embedder_lacks_goes_to_the_llm(fast: TestClient)
 
 
 def test_chinese_has_a_threshold_of_its_own(client_factory: ClientFactory) -> None:
-    with client_factory(fast_path=True, faq_threshold=0.0, faq_threshold_zh=1.0) as strict_zh:
+    # The first look's thresholds: the second look would answer this Chinese question.
+    settings = {"faq_threshold": 0.0, "faq_threshold_zh": 1.0, "second_look": False}
+    with client_factory(fast_path=True, **settings) as strict_zh:
         english = chat(strict_zh, "how long does shipping take to malaysia")["done"]
         assert english["tier"] == "faq"
         chinese = chat(strict_zh, "寄到马来西亚要几天")["done"]

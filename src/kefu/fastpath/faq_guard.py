@@ -34,7 +34,7 @@ and "my parcel didn't arrive", 登不上去 or 你们发美国不 ask the same a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kefu.cache import lexicon, places
@@ -107,11 +107,12 @@ _SELLS = re.compile(
     re.IGNORECASE,
 )
 
-# "Which duvet size should I buy?", 推荐一款…: advice on what to buy, which a policy
-# answer that shares the product's words (exchanging a duvet) does not give.
+# "Which duvet size should I buy?", "what size duvet fits a queen bed?", 推荐一款…: advice
+# on what to buy, which a policy answer that shares the product's words (exchanging a
+# duvet) does not give.
 _ADVICE = re.compile(
     r"\b(?:which|what) (?:\w+ ){0,2}(?:should|would you|do you recommend|to (?:buy|get|choose))\b"
-    r"|\brecommend|\bsuitable for\b|推荐|适合|选哪|哪款好|哪个好",
+    r"|\b(?:which|what) size\b|\brecommend|\bsuitable for\b|推荐|适合|选哪|哪款好|哪个好|配多大",
     re.IGNORECASE,
 )
 
@@ -194,6 +195,7 @@ def faq_objection(
     answer: AnswerGroup,
     catalogue: Lexicon | None = None,
     asked: Salient | None = None,
+    incidental: Callable[[Sequence[str]], bool] | None = None,
 ) -> str | None:
     """Why the entry must not answer the message verbatim, or None when it may.
 
@@ -224,7 +226,10 @@ def faq_objection(
         return "the message names " + ", ".join(elsewhere_places) + "; the entry no place"
     if _DENIAL.search(message.replace("\u2019", "'")):
         return "the message says what it is not asking about"
-    if _SELLS.search(message) and not _SELLS.search(text):
+    # The second look (``incidental`` given) has no score vouching that an answer which
+    # mentions stock ("notify me when it is back in stock") is about what the shop sells.
+    second_look = incidental is not None
+    if _SELLS.search(message) and (second_look or not _SELLS.search(text)):
         return "the message asks what the shop sells; the entry is not about that"
     if _ADVICE.search(message) and not _ADVICE.search(text):
         return "the message asks which product to choose; the entry is not about that"
@@ -242,7 +247,11 @@ def faq_objection(
         return "the message names no topic of its own"
     unfamiliar = _unfamiliar(topic, kb_words)
     if unfamiliar:
-        return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
+        if incidental is None or not incidental(unfamiliar):
+            return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
+        topic = [word for word in topic if word not in unfamiliar]
+        if not topic:
+            return "the message names no topic of its own"
     if catalogue is not None and not is_catalogue(entry):
         topic = [word for word in topic if not uses(catalogue, word)]
     for swap in swaps:
@@ -251,7 +260,10 @@ def faq_objection(
             # never names: however well other phrasings fit, it asks about something else.
             return f"the entry is about {swap[1]}, not {swap[0]}"
     elsewhere = _unfamiliar(topic, answer.vocabulary)
-    if len(elsewhere) > OFF_TOPIC_WORDS:
+    # One foreign word is a detail when the first look's scores vouch for the entry; the
+    # second look's must each be incidental.
+    allowed = OFF_TOPIC_WORDS if incidental is None else 0
+    if len(elsewhere) > allowed and (incidental is None or not incidental(elsewhere)):
         return "the answer is not about " + ", ".join(elsewhere[:5])
     return None
 

@@ -83,7 +83,12 @@ def objection(
     static_embedder: StaticEmbedder, kb_words: Vocabulary, catalogue: Vocabulary
 ) -> Objection:
     def check(
-        message: str, entry: KbEntry, phrasings: Sequence[str] = (), *, products: bool = True
+        message: str,
+        entry: KbEntry,
+        phrasings: Sequence[str] = (),
+        *,
+        products: bool = True,
+        incidental: Callable[[Sequence[str]], bool] | None = None,
     ) -> str | None:
         return faq_objection(
             message,
@@ -91,6 +96,7 @@ def objection(
             kb_words=kb_words,
             answer=AnswerGroup.of(entry, phrasings, static_embedder),
             catalogue=catalogue if products else None,
+            incidental=incidental,
         )
 
     return check
@@ -140,6 +146,29 @@ def test_a_word_the_knowledge_base_never_uses_nor_comes_near_stops_it(objection:
     why = objection("健身房几点开门", HOURS_ZH)
     assert why is not None
     assert "健身房" in why
+
+
+def test_words_the_second_look_calls_incidental_do_not_stop_it(objection: Objection) -> None:
+    asked: list[list[str]] = []
+
+    def incidental(words: Sequence[str]) -> bool:
+        asked.append(list(words))
+        return words == ["tho"]
+
+    message = "how do i return an order tho?"
+    assert objection(message, RETURNS) == "the knowledge base never mentions tho"
+    assert objection(message, RETURNS, incidental=incidental) is None
+    assert asked == [["tho"]]
+    assert objection("can I return my gym bag?", RETURNS, incidental=incidental) is not None
+    # The words foreign to the answer are asked about too.
+    asked.clear()
+    message = "wrong bank account, what should I do?"
+    assert objection(message, WRONG_ITEM, incidental=incidental) is not None
+    assert asked == [["bank", "account"]]
+    assert objection(message, WRONG_ITEM, incidental=lambda words: True) is None
+    # A message whose every topic word is forgiven names no topic.
+    why = objection("gym?", RETURNS, incidental=lambda words: True)
+    assert why == "the message names no topic of its own"
 
 
 def test_two_words_foreign_to_the_answer_stop_it(objection: Objection) -> None:

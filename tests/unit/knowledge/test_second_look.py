@@ -1,0 +1,177 @@
+"""The second look: multilingual-e5-small picks an entry, and says which words a message
+can do without. The index's bookkeeping runs on a counting wrapper of the real model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kefu.knowledge.embedder import Vectors
+from kefu.knowledge.second_look import E5Transformer, Known, SecondLook, sentences, without_words
+
+RETURNS = "Go to My Orders and click Return within 30 days."
+SHOWROOM = "Our showroom is at 18 Tai Seng Street, open 10:00-21:00."
+DAMAGE = "Send us a photo within 7 days and we replace it."
+ROWS = [
+    Known.faq("r1", "What is your returns policy, please?", RETURNS),
+    Known.faq("r2", "can i return a mattress at all", RETURNS),
+    Known.faq("s1", "Where is your showroom, please?", SHOWROOM),
+    Known.faq("s2", "请问展厅在哪里？", SHOWROOM),
+    Known.faq("d1", "My item arrived damaged, what now?", DAMAGE),
+    Known.faq("d2", "收到的桌子腿断了", DAMAGE),
+]
+CATALOGUE = Known.passage(
+    "c1",
+    "What we sell",
+    "We sell furniture and lighting. Bathroom: towels, bath mats and mirrors.\n"
+    "Kids' rooms: children's beds, desks and storage.",
+)
+
+
+class CountingTransformer:
+    """The real model, counting the texts it embeds (to prove vectors are kept)."""
+
+    def __init__(self, inner: E5Transformer, name: str | None = None) -> None:
+        self.inner = inner
+        self._name = name or inner.name
+        self.texts = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        self.texts += len(texts)
+        return self.inner.embed_queries(texts)
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Transformer:
+    return E5Transformer()
+
+
+@pytest.fixture
+def look(e5: E5Transformer, tmp_path: Path) -> SecondLook:
+    second_look = SecondLook(CountingTransformer(e5), tmp_path / "vectors.npz", margin=0.02)
+    assert second_look.sync(ROWS, limit=100) == 0
+    return second_look
+
+
+def test_the_nearest_answer_is_picked_when_it_leads_by_the_margin(look: SecondLook) -> None:
+    pick = look.pick("the mattress feels too soft, can I return it?")
+    assert pick is not None
+    assert pick.entry_id in {"r1", "r2"}
+    assert pick.margin >= 0.02
+    assert pick.phrasings.shape == (2, pick.message.shape[0])  # both returns questions
+    chair = look.pick("椅子腿断了，刚拆箱")
+    assert chair is not None
+    assert chair.entry_id in {"d1", "d2"}
+
+
+def test_no_pick_without_a_clear_lead(e5: E5Transformer, tmp_path: Path) -> None:
+    strict = SecondLook(e5, tmp_path / "vectors.npz", margin=0.5)
+    strict.sync(ROWS, limit=100)
+    assert strict.pick("the mattress feels too soft, can I return it?") is None
+    empty = SecondLook(e5, tmp_path / "none.npz", margin=0.02)
+    empty.sync([], limit=100)
+    assert empty.pick("can I return it?") is None
+
+
+def test_a_filler_word_is_incidental_a_topic_word_is_not(look: SecondLook) -> None:
+    message = "the mattress feels too soft, can I return it?"
+    pick = look.pick(message)
+    assert pick is not None
+    assert look.incidental(message, pick, ["feels"])
+    wifi = "what's the wifi password at your showroom?"
+    showroom = look.pick(wifi)
+    assert showroom is not None
+    assert showroom.entry_id in {"s1", "s2"}
+    # Without "wifi", the message is nearly "where is your showroom?": it was the topic.
+    assert not look.incidental(wifi, showroom, ["wifi", "password"])
+
+
+def test_a_question_nearer_a_passage_than_any_answer_is_not_picked(
+    e5: E5Transformer, tmp_path: Path
+) -> None:
+    look = SecondLook(e5, tmp_path / "vectors.npz", margin=0.02)
+    look.sync(ROWS, limit=100)
+    message = "Do you have mirrors for the bathroom?"
+    assert look.pick(message) is not None  # without the catalogue, some answer leads
+    look.sync([*ROWS, CATALOGUE], limit=100)
+    assert look.pick(message) is None
+    assert look.pick("the mattress feels too soft, can I return it?") is not None
+
+
+def test_a_passage_is_matched_by_its_heading_and_sentences() -> None:
+    assert CATALOGUE.texts == (
+        "What we sell",
+        "We sell furniture and lighting.",
+        "Bathroom: towels, bath mats and mirrors.",
+        "Kids' rooms: children's beds, desks and storage.",
+    )
+    parts = sentences("退货要7天。换货呢？- 一行\n\n# 标题")
+    assert parts == ["退货要7天。", "换货呢？", "一行", "标题"]
+
+
+def test_words_are_blanked_whole_and_chinese_by_substring() -> None:
+    assert without_words("Tho it's Thor's, tho", ["tho"]) == "  it's Thor's,  "
+    assert without_words("枕头太硬了", ["硬"]) == "枕头太 了"
+
+
+def test_an_edited_passage_is_embedded_again(e5: E5Transformer, tmp_path: Path) -> None:
+    model = CountingTransformer(e5)
+    look = SecondLook(model, tmp_path / "vectors.npz", margin=0.02)
+    look.sync([*ROWS, CATALOGUE], limit=100)
+    before = model.texts
+    edited = Known.passage("c1", "What we sell", "We sell rugs.")
+    look.sync([*ROWS, edited], limit=100)
+    assert model.texts == before + 2
+
+
+def test_vectors_are_kept_across_restarts_and_follow_the_knowledge_base(
+    e5: E5Transformer, tmp_path: Path
+) -> None:
+    store = tmp_path / "vectors.npz"
+    model = CountingTransformer(e5)
+    first = SecondLook(model, store, margin=0.02)
+    assert first.sync(ROWS, limit=4) == 2  # a round embeds up to the limit
+    assert first.sync(ROWS, limit=4) == 0
+    assert model.texts == len(ROWS)
+
+    again = CountingTransformer(e5)
+    restarted = SecondLook(again, store, margin=0.02)
+    restarted.sync(ROWS[:-1], limit=100)  # d2 was removed meanwhile
+    assert again.texts == 0
+    with np.load(store) as saved:
+        assert list(saved["counts"]) == [1] * (len(ROWS) - 1)
+
+    other = CountingTransformer(e5, name="another model")
+    SecondLook(other, store, margin=0.02).sync(ROWS, limit=100)
+    assert other.texts == len(ROWS)  # another model's vectors are not this one's
+
+
+def test_a_torn_file_is_embedded_again(e5: E5Transformer, tmp_path: Path) -> None:
+    store = tmp_path / "vectors.npz"
+    store.write_bytes(b"not an npz file")
+    model = CountingTransformer(e5)
+    SecondLook(model, store, margin=0.02).sync(ROWS, limit=100)
+    assert model.texts == len(ROWS)
+    assert store.stat().st_size > 1000
+
+
+def test_the_demo_ships_embedded(e5: E5Transformer, tmp_path: Path) -> None:
+    from kefu.knowledge.base import demo_entries
+    from kefu.knowledge.entries import answer_key
+
+    rows = [
+        Known.faq(e.id, e.question, answer_key(e.answer))
+        if e.kind == "faq"
+        else Known.passage(e.id, e.question, e.answer)
+        for e in demo_entries()
+    ]
+    model = CountingTransformer(e5)
+    SecondLook(model, tmp_path / "vectors.npz", margin=0.02).sync(rows, limit=len(rows))
+    assert model.texts == 0  # scripts/embed-demo is up to date with the demo's files
