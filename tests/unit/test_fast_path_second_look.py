@@ -3,10 +3,12 @@ paraphrase the first look declined is answered, a near miss still goes to the LL
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+import kefu.service.fast_path as fast_path_module
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import SqliteOrders
 from kefu.knowledge.base import KnowledgeBase
@@ -113,3 +115,15 @@ async def test_it_follows_the_knowledge_base(fast_path: FastPath) -> None:
     assert again.source is not None
     assert again.source.id == rug.id
     assert (fast_path.settings.data_dir / "second_look.npz").exists()
+
+
+@pytest.mark.anyio
+async def test_a_backlog_of_second_looks_sends_the_rest_on_to_the_llm(
+    fast_path: FastPath, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fast_path_module, "SECOND_LOOK_BACKLOG", 2)
+    looks = [fast_path.plan(SOFT, scope="t", failures=0) for _ in range(3)]
+    plans = await asyncio.gather(*looks)
+    # Two are under way when the third arrives: it does not queue behind them.
+    assert [plan.tier for plan in plans] == ["faq", "faq", "llm"]
+    assert (await fast_path.plan(SOFT, scope="t", failures=0)).tier == "faq"  # drained

@@ -65,6 +65,10 @@ READ_AHEAD_TEXTS = 2000
 # its thread, so a round never keeps it from a customer's question for long.
 SECOND_LOOK_BATCH = 128
 SECOND_LOOK_FILE = "second_look.npz"
+# Second looks waiting or running at most (each 20-70 ms of its one thread): past that,
+# a message goes on to the LLM path and its admission control as it did without one, so
+# a burst never queues customers without bound behind the transformer.
+SECOND_LOOK_BACKLOG = 8
 # Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
 # here); a larger knowledge base's search would hold every other request up for longer
 # than the hop to the worker costs.
@@ -134,6 +138,7 @@ class FastPath:
         self._transformer_factory = transformer_factory
         self._looker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-second-look")
         self.second_look: SecondLook | None = None
+        self._looking = 0  # second looks under way; counted on the event loop only
         self.embedder: Embedder | None = None
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
@@ -226,7 +231,13 @@ class FastPath:
             lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
         if plan.tier == "llm" and plan.routing.intent == "general" and not rules.follow_up:
-            return await self._look_again(message, plan) or plan
+            if self._looking >= SECOND_LOOK_BACKLOG:
+                return plan
+            self._looking += 1
+            try:
+                return await self._look_again(message, plan) or plan
+            finally:
+                self._looking -= 1
         return plan
 
     async def _look_again(self, message: str, declined: Plan) -> Plan | None:
