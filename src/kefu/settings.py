@@ -171,8 +171,8 @@ class Settings(BaseModel):
     second_look: bool = Field(
         True,
         description="Before a question the fast path declined goes to the LLM, let "
-        "multilingual-e5-small read it (15-40 ms a pass, off the event loop) and answer "
-        "from the knowledge base when it is sure.",
+        "multilingual-e5-small read it (one to three passes of about 17 ms, off the event "
+        "loop) and answer from the knowledge base when it is sure.",
     )
     second_look_margin: float = Field(
         0.02,

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-import kefu.service.fast_path as fast_path_module
+import kefu.service.second_look as second_look_module
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import SqliteOrders
 from kefu.knowledge.base import KnowledgeBase
@@ -121,7 +121,7 @@ async def test_it_follows_the_knowledge_base(fast_path: FastPath) -> None:
 async def test_a_backlog_of_second_looks_sends_the_rest_on_to_the_llm(
     fast_path: FastPath, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fast_path_module, "SECOND_LOOK_BACKLOG", 2)
+    monkeypatch.setattr(second_look_module, "BACKLOG", 2)
     looks = [fast_path.plan(SOFT, scope="t", failures=0) for _ in range(3)]
     plans = await asyncio.gather(*looks)
     # Two are under way when the third arrives: it does not queue behind them.

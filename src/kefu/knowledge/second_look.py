@@ -4,7 +4,7 @@ The first look (a static word table, BM25, the FAQ guard) must decide in a milli
 so it declines what it cannot vouch for: a paraphrase with a word the knowledge base
 never uses ("opened the pillow but it's too *firm*, can I return it") goes to the LLM,
 tens of seconds on a CPU box. Before it does, multilingual-e5-small itself (the teacher
-the word table was distilled from, ~15-40 ms a pass on one core) reads the whole message:
+the word table was distilled from, ~17 ms a pass on one core here) reads the whole message:
 
 1. its nearest knowledge-base question picks the answer, which must lead the next
    answer's best phrasing by ``margin`` (e5's cosines are compressed: 0.02 is wide);

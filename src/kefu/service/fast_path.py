@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Literal, TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
-from kefu.cache.guard import salient
+from kefu.cache.guard import Salient, salient
 from kefu.errors import Unavailable
 from kefu.fastpath.faq_guard import faq_objection
 from kefu.fastpath.hours import ServiceHours, handoff_reply
@@ -40,8 +40,9 @@ from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
-from kefu.knowledge.second_look import FORGIVEN_MAX, Known, Pick, SecondLook, Transformer
+from kefu.knowledge.second_look import Known, Pick, SecondLook, Transformer
 from kefu.knowledge.text import language
+from kefu.service.second_look import Incidental, SecondLooker
 from kefu.settings import Settings
 from kefu.threads import lower_priority
 
@@ -61,14 +62,7 @@ NEAR_A_CHANGE = 0.1
 NEARNESS_CHECK_MAX = 16
 # Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
-# Knowledge-base questions the second look embeds per refresh round: a few seconds of
-# its thread, so a round never keeps it from a customer's question for long.
-SECOND_LOOK_BATCH = 128
 SECOND_LOOK_FILE = "second_look.npz"
-# Second looks waiting or running at most (each 20-70 ms of its one thread): past that,
-# a message goes on to the LLM path and its admission control as it did without one, so
-# a burst never queues customers without bound behind the transformer.
-SECOND_LOOK_BACKLOG = 8
 # Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
 # here); a larger knowledge base's search would hold every other request up for longer
 # than the hop to the worker costs.
@@ -133,12 +127,8 @@ class FastPath:
             initializer=lower_priority,
             initargs=(settings.engine_nice, "reading the knowledge base ahead"),
         )
-        # The second look's transformer passes: one thread, so a pass never holds the
-        # knowledge-base lock or the event loop, and two never compete for the core.
         self._transformer_factory = transformer_factory
-        self._looker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-second-look")
-        self.second_look: SecondLook | None = None
-        self._looking = 0  # second looks under way; counted on the event loop only
+        self.second_look: SecondLooker | None = None
         self.embedder: Embedder | None = None
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
@@ -195,11 +185,12 @@ class FastPath:
             embedder=f"{self.embedder.name}/{self.embedder.dim}",
         )
         if self.settings.second_look and self._transformer_factory is not None:
-            self.second_look = SecondLook(
+            look = SecondLook(
                 self._transformer_factory(),
                 data_dir / SECOND_LOOK_FILE,
                 margin=self.settings.second_look_margin,
             )
+            self.second_look = SecondLooker(look)
         log.info("fast path ready: %d knowledge-base entries", len(self.kb))
 
     async def close(self) -> None:
@@ -209,7 +200,8 @@ class FastPath:
                     part.close()
 
         await self.run(close)
-        self._looker.shutdown(wait=True)
+        if self.second_look is not None:
+            self.second_look.close()
         self._worker.shutdown(wait=True)
         self._importer.shutdown(wait=True)
         self._reader.shutdown(wait=True)
@@ -231,80 +223,57 @@ class FastPath:
             lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
         if plan.tier == "llm" and plan.routing.intent == "general" and not rules.follow_up:
-            if self._looking >= SECOND_LOOK_BACKLOG:
-                return plan
-            self._looking += 1
-            try:
-                return await self._look_again(message, plan) or plan
-            finally:
-                self._looking -= 1
+            return await self._look_again(message, plan) or plan
         return plan
 
     async def _look_again(self, message: str, declined: Plan) -> Plan | None:
-        """The second look (``knowledge/second_look.py``): the transformer picks an entry
-        on its thread, the FAQ guard judges it under the lock, and each set of words the
-        guard would object to goes back to the transformer, which may call it incidental."""
-        second_look = self.second_look
-        if second_look is None:
+        """The second look (``service/second_look.py``), before the LLM."""
+        if self.second_look is None:
             return None
-        loop = asyncio.get_running_loop()
-        pick = await loop.run_in_executor(self._looker, second_look.pick, message)
-        if pick is None:
+
+        async def judge(pick: Pick, incidental: Incidental) -> tuple[KbEntry, str | None] | None:
+            return await self._look_up(lambda: self._judge(message, pick, incidental))
+
+        answer = await self.second_look.answer(message, judge)
+        if answer is None:
             return None
-        # The transformer's verdict on each set of words the guard would object to: the
-        # guard runs again (under the lock, a millisecond) with every verdict so far.
-        verdicts: dict[tuple[str, ...], bool] = {}
-        unjudged: list[tuple[str, ...]] = []
-
-        def incidental(words: Sequence[str]) -> bool:
-            if tuple(words) not in verdicts:
-                unjudged.append(tuple(words))
-            return verdicts.get(tuple(words), False)
-
-        while True:
-            unjudged.clear()
-            judged = await self._look_up(lambda: self._judge(message, pick, incidental))
-            if judged is None:
-                return None
-            if judged[1] is None:
-                break
-            if not unjudged or sum(map(len, verdicts)) + len(unjudged[0]) > FORGIVEN_MAX:
-                return None
-            words = unjudged[0]
-            verdicts[words] = await loop.run_in_executor(
-                self._looker, second_look.incidental, message, pick, words
-            )
-            if not verdicts[words]:
-                return None
-        entry = judged[0]
-        reason = f"second look: e5 {pick.similarity:.2f}, margin {pick.margin:.2f}"
-        forgiven = [word for words in verdicts for word in words]
-        if forgiven:
-            reason += "; incidental: " + ", ".join(forgiven)
+        entry, pick = answer.entry, answer.pick
         candidate = Candidate("faq", pick.similarity, entry.id)
-        routing = Routing("faq", pick.similarity, pick.margin, (candidate,), reason=reason)
+        routing = Routing("faq", pick.similarity, pick.margin, (candidate,), reason=answer.reason)
         source = Source("kb", entry.id, entry.question)
         return replace(
             declined, routing=routing, tier="faq", reply=entry.answer, source=source, passages=()
         )
 
     def _judge(
-        self, message: str, pick: Pick, incidental: Callable[[Sequence[str]], bool]
+        self, message: str, pick: Pick, incidental: Incidental
     ) -> tuple[KbEntry, str | None] | None:
         """The FAQ guard's objection to the picked entry; None when it is gone since."""
         assert self.kb is not None
         entry = self.kb.get(pick.entry_id)
         if entry is None:
             return None
-        objection = faq_objection(
+        return entry, self._objection(message, entry, incidental=incidental)
+
+    def _objection(
+        self,
+        message: str,
+        entry: KbEntry,
+        *,
+        asked: Salient | None = None,
+        incidental: Incidental | None = None,
+    ) -> str | None:
+        """The FAQ guard, against this knowledge base (``faq_objection``)."""
+        assert self.kb is not None
+        return faq_objection(
             message,
             entry,
             kb_words=self.kb.vocabulary,
             answer=self.kb.answer(entry),
             catalogue=self.kb.catalogue,
+            asked=asked,
             incidental=incidental,
         )
-        return entry, objection
 
     def _exact(self, message: str, lang: str) -> Plan | None:
         """A knowledge-base question asked word for word: no search needed."""
@@ -355,14 +324,7 @@ class FastPath:
         asked = salient(message) if routing.intent == "faq" or self.settings.answer_cache else None
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
-            objection = faq_objection(
-                message,
-                entry,
-                kb_words=self.kb.vocabulary,
-                answer=self.kb.answer(entry),
-                catalogue=self.kb.catalogue,
-                asked=asked,
-            )
+            objection = self._objection(message, entry, asked=asked)
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
@@ -484,13 +446,12 @@ class FastPath:
         await self.follow_second_look()
 
     async def follow_second_look(self) -> int:
-        """Give the second look the knowledge base's questions it has not embedded yet
-        (up to ``SECOND_LOOK_BATCH`` a round; the demo's ship embedded) and forget the
-        removed ones. Returns how many are left for later rounds."""
-        second_look = self.second_look
-        if second_look is None:
+        """Give the second look the knowledge base's texts it has not embedded yet (the
+        demo's ship embedded) and forget the removed ones. Returns how many entries are
+        left for later rounds."""
+        if self.second_look is None:
             return 0
-        rows = await self.read_kb(
+        entries = await self.read_kb(
             lambda kb: [
                 Known.faq(e.id, e.question, answer_key(e.answer))
                 if e.kind == "faq"
@@ -498,11 +459,7 @@ class FastPath:
                 for e in kb.entries()
             ]
         )
-        loop = asyncio.get_running_loop()
-        left = await loop.run_in_executor(self._looker, second_look.sync, rows, SECOND_LOOK_BATCH)
-        if left:
-            log.info("second look: %d knowledge-base questions left to embed", left)
-        return left
+        return await self.second_look.follow(entries)
 
     async def read_ahead(self) -> int:
         """Read the entities of up to ``READ_AHEAD_TEXTS`` knowledge-base texts the FAQ
