@@ -5,6 +5,10 @@ loads into the empty store) and sends every row of ``data/answer_quality.csv`` a
 first message of a new session, then the pairs of ``data/cache_pairs.csv``:
 
   retrieval   paraphrase rows: ``GET /kb/search`` top hit is the expected KB question
+  e5 top-1    paraphrase rows: the second look's nearest FAQ question (multilingual-e5-small,
+              in this process, no margin asked) carries the expected answer; "either" when
+              one of the two retrievers' top hits does: what the best choice between them,
+              answering every paraphrase and guarding against nothing, could reach
   answered    paraphrase rows: answered from the KB or the cache (tier faq|cache) with the
               expected question as the source (the "top-1 accuracy" figure); a cache hit's
               source is the message cached earlier, right when it is a paraphrase of the
@@ -25,7 +29,11 @@ after the second round of tuning, and used since then to tune too (the catalogue
 (``data/answer_quality_fresh2.csv``) after that. ``--split fresh3``
 (``data/answer_quality_fresh3.csv``) is in the style of dev and test (short paraphrases,
 near misses, out-of-scope, order, handoff and smalltalk messages), written after the
-test split had been looked at too often to count as held out, and held out itself.
+test split had been looked at too often to count as held out; the second look's
+constants were chosen in tables that showed it too. ``--split fresh4``
+(``data/answer_quality_fresh4.csv``), the same mix, was written after the second look
+had landed by a writer who saw only the demo knowledge base (not the other sets, nor
+the code), and first measured on 3091a88.
 The figures are printed, never judged: the exit status is 1 only when requests failed.
 """
 
@@ -36,6 +44,7 @@ import asyncio
 import csv
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +54,8 @@ from typing import Any
 import httpx
 
 from harness import kefu_server
+from kefu.knowledge import entries as kb_entries
+from kefu.knowledge.second_look import E5Transformer, Known, SecondLook
 
 DATA = Path(__file__).parent / "data"
 KB_TIERS = {"faq", "cache"}
@@ -174,6 +185,29 @@ def answer_key(rows: Sequence[dict[str, str]]) -> dict[str, str]:
     return key
 
 
+def nearest_faq(entries: Sequence[dict[str, Any]]) -> Callable[[str], str | None]:
+    """The question of the knowledge base's FAQ nearest a message by the second look's
+    transformer, with no margin asked. The demo's vectors ship with kefu; another
+    knowledge base is embedded here first."""
+    known = [
+        Known.faq(e["id"], e["question"], kb_entries.answer_key(e["answer"]))
+        if e["kind"] == "faq"
+        else Known.passage(e["id"], e["question"], e["answer"])
+        for e in entries
+    ]
+    question_of = {e["id"]: e["question"] for e in entries}
+    with tempfile.TemporaryDirectory() as tmp:
+        look = SecondLook(E5Transformer(), Path(tmp) / "e5.npz", margin=0.0, over_context=-2.0)
+        while look.sync(known, limit=1024):
+            print("  embedding the knowledge base for the e5 top-1", file=sys.stderr)
+
+    def nearest(message: str) -> str | None:
+        pick = look.pick(message)
+        return None if pick is None else question_of[pick.entry_id]
+
+    return nearest
+
+
 async def evaluate(
     base_url: str,
     rows: Sequence[dict[str, str]],
@@ -193,7 +227,9 @@ async def evaluate(
         # An entry is its answer: a KB keeps several phrasings (questions) per answer.
         listing = await client.get(base_url + "/kb")
         listing.raise_for_status()
-        answer_of = {e["question"]: e["answer"] for e in listing.json()["entries"]}
+        entries = listing.json()["entries"]
+        answer_of = {e["question"]: e["answer"] for e in entries}
+        nearest = nearest_faq(entries)
 
         def same_entry(question: str | None, expected: str | None) -> bool:
             if question is None or expected is None:
@@ -226,6 +262,9 @@ async def evaluate(
                 source = reply.source_question or ""
                 right = from_kb and same_entry(source, expected_q)
                 tally(lang, "retrieval", same_entry(hit, expected_q))
+                e5_right = same_entry(nearest(message), expected_q)
+                tally(lang, "e5 top-1", e5_right)
+                tally(lang, "either top-1", e5_right or same_entry(hit, expected_q))
                 tally(lang, "answered", right)
                 wrong_entry = from_kb and not right
                 tally(lang, "wrong KB entry", not wrong_entry)
@@ -283,6 +322,8 @@ async def evaluate(
 # name, what counts as "ok" in the tally (false-hit rows count the rows that were NOT false hits)
 ROWS: list[tuple[str, str, bool]] = [
     ("retrieval", "retrieval top-1 (/kb/search)", False),
+    ("e5 top-1", "  e5 top-1 (second look, no margin)", False),
+    ("either top-1", "  either retriever's top-1", False),
     ("answered", "answered top-1 (tier faq|cache)", False),
     ("routing", "routing (route.intent)", False),
     ("false hits, messages", "false hits, data-file messages", True),
@@ -323,12 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--split",
-        choices=["dev", "test", "fresh", "fresh2", "fresh3", "all"],
+        choices=["dev", "test", "fresh", "fresh2", "fresh3", "fresh4", "all"],
         default="test",
         help="dev: thresholds are chosen on it (with fresh); test: reported on; fresh, "
         "fresh2 (data/answer_quality_fresh*.csv): realistic messages by writers who saw "
-        "only the demo knowledge base; fresh3: short messages in the style of dev and "
-        "test, held out",
+        "only the demo knowledge base; fresh3, fresh4: short messages in the style of "
+        "dev and test, fresh4 held out",
     )
     parser.add_argument("--json", type=Path, help="write the counts and failures here")
     parser.add_argument(
