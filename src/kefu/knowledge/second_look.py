@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kefu.knowledge.embedder import Vectors
+from kefu.knowledge.entries import KbEntry, answer_key
 from kefu.knowledge.text import is_cjk_word
 
 log = logging.getLogger("kefu.fastpath")
@@ -109,6 +110,12 @@ class Known:
     @classmethod
     def passage(cls, id_: str, heading: str, body: str) -> Known:
         return cls(id_, (heading, *sentences(body))[:PASSAGE_SENTENCES], None)
+
+    @classmethod
+    def of(cls, entry: KbEntry) -> Known:
+        if entry.kind == "faq":
+            return cls.faq(entry.id, entry.question, answer_key(entry.answer))
+        return cls.passage(entry.id, entry.question, entry.answer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -451,14 +451,7 @@ class FastPath:
         left for later rounds."""
         if self.second_look is None:
             return 0
-        entries = await self.read_kb(
-            lambda kb: [
-                Known.faq(e.id, e.question, answer_key(e.answer))
-                if e.kind == "faq"
-                else Known.passage(e.id, e.question, e.answer)
-                for e in kb.entries()
-            ]
-        )
+        entries = await self.read_kb(lambda kb: [Known.of(entry) for entry in kb.entries()])
         return await self.second_look.follow(entries)
 
     async def read_ahead(self) -> int:

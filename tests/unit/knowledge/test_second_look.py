@@ -164,14 +164,8 @@ def test_a_torn_file_is_embedded_again(e5: E5Transformer, tmp_path: Path) -> Non
 
 def test_the_demo_ships_embedded(e5: E5Transformer, tmp_path: Path) -> None:
     from kefu.knowledge.base import demo_entries
-    from kefu.knowledge.entries import answer_key
 
-    rows = [
-        Known.faq(e.id, e.question, answer_key(e.answer))
-        if e.kind == "faq"
-        else Known.passage(e.id, e.question, e.answer)
-        for e in demo_entries()
-    ]
+    rows = [Known.of(entry) for entry in demo_entries()]
     model = CountingTransformer(e5)
     SecondLook(model, tmp_path / "vectors.npz", margin=0.02).sync(rows, limit=len(rows))
     assert model.texts == 0  # scripts/embed-demo is up to date with the demo's files
