@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kefu.cache.command import register as register_cache
 
     register_cache(commands)
+    from kefu.plan.command import register as register_plan
+
+    register_plan(commands)
     return parser
 
 
