@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kefu.plan import PlanError
-from kefu.plan.sizing import Load, load_at_rate
+from kefu.plan.sizing import Load, load_at, load_at_rate
 from kefu.plan.speed import Efficiency, Speed
+from kefu.plan.traffic import Traffic
 
 FORMAT = "kefu-bench/1"
 REQUESTS_FILE = "requests.jsonl"
@@ -29,6 +31,8 @@ class Observed:
     """One bench level's LLM answers."""
 
     load: float  # the level's users or sessions/s
+    chats: float | None  # a closed loop (--users): the users whose turns went to the LLM
+    think_s: float
     rate: float  # LLM turns a second
     tokens_in: float  # prompt tokens not found in the prefix cache, mean
     tokens_out: float
@@ -80,6 +84,13 @@ def _prompt_tokens(path: Path) -> dict[int, float]:
     return {level: sum(v) / len(v) for level, v in sums.items() if v}
 
 
+def _mean_think(spec: str) -> float:
+    """The mean of the bench's think-time spec as its summary writes it: 'none',
+    '0.5 s (exponential mean)' or '1-3 s (uniform)'."""
+    numbers = [float(n) for n in re.findall(r"\d+(?:\.\d+)?", spec)]
+    return sum(numbers) / len(numbers) if numbers else 0.0
+
+
 def _llm_summary(level: dict[str, Any]) -> dict[str, Any] | None:
     tiers = level.get("by_tier") or {}
     if "llm" in tiers:
@@ -99,6 +110,8 @@ def read_bench(path: Path, default_tokens_in: float) -> tuple[str, list[Observed
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise PlanError(f"{path}: not a kefu bench summary.json (format {FORMAT})")
     prompts = _prompt_tokens(path.with_name(REQUESTS_FILE))
+    closed = (data.get("run") or {}).get("mode") == "users"
+    think = _mean_think(str((data.get("workload") or {}).get("think", "none")))
     observed = []
     for level in data.get("levels", []):
         summary = _llm_summary(level)
@@ -110,9 +123,15 @@ def read_bench(path: Path, default_tokens_in: float) -> tuple[str, list[Observed
         ok, tokens = summary.get("ok") or 0, summary.get("tokens") or 0
         if not (rate and ttft and tpot and ok and tokens):
             continue
+        load = float(level.get("load", 0))
+        # Users split their time between LLM turns and fast answers, in proportion.
+        everything = _number((level.get("summary") or {}).get("requests")) or 0
+        share = min(1.0, summary.get("requests", ok) / everything) if everything else 1.0
         observed.append(
             Observed(
-                load=float(level.get("load", 0)),
+                load=load,
+                chats=load * share if closed else None,
+                think_s=think,
                 rate=rate,
                 tokens_in=prompts.get(int(level.get("index", 0)), default_tokens_in),
                 tokens_out=tokens / ok,
@@ -127,7 +146,17 @@ def read_bench(path: Path, default_tokens_in: float) -> tuple[str, list[Observed
 
 
 def _estimate(speed: Speed, seen: Observed) -> Load | None:
-    return load_at_rate(speed, seen.tokens_in, seen.tokens_out, seen.rate)
+    """The model of the level: a closed loop of its users, or its arrival rate."""
+    if seen.chats is None:
+        return load_at_rate(speed, seen.tokens_in, seen.tokens_out, seen.rate)
+    loop = Traffic(
+        tokens_in=seen.tokens_in,
+        tokens_out=seen.tokens_out,
+        concurrent_chats=seen.chats,
+        think_s=seen.think_s,
+        headroom=0,
+    )
+    return load_at(speed, loop, seen.chats)
 
 
 def _misfit(speed: Speed, observed: list[Observed]) -> float:

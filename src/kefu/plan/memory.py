@@ -91,7 +91,7 @@ def plan_memory(
     )
 
 
-def smallest_fit(
+def fitting_groups(
     device: Device,
     weights: WeightBytes,
     kv_bytes_per_token: float,
@@ -100,11 +100,11 @@ def smallest_fit(
     utilization: float,
     activation_gib: float | None,
     moe: bool,
-) -> MemoryPlan | None:
-    """The smallest tensor-parallel group (1, 2, 4, 8 devices; a CPU is one) that holds
-    the weights and at least one sequence's KV, or None."""
-    for tp in TP_SIZES if device.is_gpu else (1,):
-        plan = plan_memory(
+) -> list[MemoryPlan]:
+    """The tensor-parallel groups (1, 2, 4, 8 devices; a CPU is one) that hold the weights
+    and at least one sequence's KV, smallest first."""
+    plans = [
+        plan_memory(
             device,
             weights,
             kv_bytes_per_token,
@@ -114,6 +114,6 @@ def smallest_fit(
             moe=moe,
             tp=tp,
         )
-        if plan.sequences >= 1:
-            return plan
-    return None
+        for tp in (TP_SIZES if device.is_gpu else (1,))
+    ]
+    return [plan for plan in plans if plan.sequences >= 1]

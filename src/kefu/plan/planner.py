@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from kefu.plan import PlanError
 from kefu.plan.catalog import require_builtin
 from kefu.plan.gguf_model import read_gguf
 from kefu.plan.hardware import Device
-from kefu.plan.memory import MemoryPlan, smallest_fit
+from kefu.plan.memory import MemoryPlan, fitting_groups
 from kefu.plan.model import ModelShape, read_config
 from kefu.plan.precision import WeightBytes, kv_bytes, precision
 from kefu.plan.sizing import Capacity, Load, capacity, load_at, replicas_needed
@@ -121,23 +122,32 @@ class DevicePlan:
 def plan_device(
     model: Model, device: Device, traffic: Traffic, slo: Slo, options: Options
 ) -> DevicePlan:
+    """The group size (tensor parallelism) that needs the fewest of ``device``; the smallest
+    that holds the model when none meets the SLO."""
     kv_per_token = model.shape.kv_values_per_token() * kv_bytes(options.kv_type)
-    memory = smallest_fit(
+    groups = fitting_groups(
         device,
         model.weights,
         kv_per_token,
-        traffic.tokens_in + traffic.tokens_out,
+        math.ceil(traffic.tokens_in + traffic.tokens_out),
         utilization=options.utilization,
         activation_gib=options.activation_gib,
         moe=model.shape.moe is not None,
     )
-    if memory is None:
-        return DevicePlan(device, None, None, None, None, None)
-    speed = Speed(model.shape, model.weights, kv_per_token, device, memory.tp, options.efficiency)
-    per_replica = capacity(speed, memory, traffic, slo)
-    replicas = replicas_needed(traffic.planned_demand(), per_replica)
-    share = traffic.planned_demand() / replicas if replicas else 1e-6
-    return DevicePlan(device, memory, speed, per_replica, replicas, load_at(speed, traffic, share))
+    best = DevicePlan(device, None, None, None, None, None)
+    for memory in groups:
+        speed = Speed(
+            model.shape, model.weights, kv_per_token, device, memory.tp, options.efficiency
+        )
+        per_replica = capacity(speed, memory, traffic, slo)
+        replicas = replicas_needed(traffic.planned_demand(), per_replica)
+        share = traffic.planned_demand() / replicas if replicas else 1e-6
+        plan = DevicePlan(
+            device, memory, speed, per_replica, replicas, load_at(speed, traffic, share)
+        )
+        if best.memory is None or (plan.cards or math.inf) < (best.cards or math.inf):
+            best = plan
+    return best
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,8 +78,8 @@ def _model_lines(plan: Plan) -> list[str]:
     kv_type_bytes = kv / shape.kv_values_per_token()
     lines.append(
         f"KV cache   {rule} x {kv_type_bytes:g} B ({plan.options.kv_type}) = {kv:,.0f} B a token; "
-        f"a turn's {context} tokens ({plan.traffic.tokens_in} in + "
-        f"{plan.traffic.tokens_out} out) = {kv * context / 2**20:.1f} MiB"
+        f"a turn's {context:g} tokens ({plan.traffic.tokens_in:g} in + "
+        f"{plan.traffic.tokens_out:g} out) = {kv * context / 2**20:.1f} MiB"
     )
     return lines
 
@@ -103,7 +103,7 @@ def _traffic_lines(plan: Plan) -> list[str]:
     return [
         demand,
         f"           / (1 - {t.headroom:g} headroom) = {t.planned_demand():.3g} {t.demand_unit} "
-        f"planned; {t.tokens_in} tokens in, {t.tokens_out} out a turn",
+        f"planned; {t.tokens_in:g} tokens in, {t.tokens_out:g} out a turn",
         f"SLO        {plan.slo} (estimated means, the headroom covers the tail)",
     ]
 
@@ -117,7 +117,7 @@ def _arithmetic(d: DevicePlan, plan: Plan) -> list[str]:
     context = t.tokens_in + t.tokens_out / 2
     step = speed.decode_step(load.sequences, context)
     return [
-        f"on {d.replicas} x {m.tp} {d.device.name} ({d.device.memory_gib:g} GiB, "
+        f"on {d.replicas} replica(s) of {m.tp} x {d.device.name} ({d.device.memory_gib:g} GiB, "
         f"{d.device.bandwidth_gbs:g} GB/s, {d.device.tflops:g} TFLOP/s):",
         f"  memory   {d.device.memory_gib:g} GiB x {m.utilization:g} = {m.budget_gib:.2f}; "
         f"- weights {m.weights_gib:.2f} - activations {m.activation_gib:g} - runtime "
@@ -129,7 +129,7 @@ def _arithmetic(d: DevicePlan, plan: Plan) -> list[str]:
         f"({d.device.bandwidth_gbs * m.tp:g} GB/s x {eff.bandwidth:g})"
         + (f" x {eff.decode_scale:.3g} calibrated" if eff.decode_scale != 1 else "")
         + f" = {step * 1000:.1f} ms (or compute, if larger)",
-        f"  prefill  2 x {speed.active_params / 1e9:.2f} B x {t.tokens_in} tokens / "
+        f"  prefill  2 x {speed.active_params / 1e9:.2f} B x {t.tokens_in:g} tokens / "
         f"({d.device.tflops * m.tp:g} TFLOP/s x {eff.compute:g})"
         + (f" x {eff.prefill_scale:.3g} calibrated" if eff.prefill_scale != 1 else "")
         + f" = {load.prefill_s * 1000:.0f} ms (or a read of the weights, if longer)",

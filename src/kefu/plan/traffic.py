@@ -18,8 +18,8 @@ from kefu.plan import PlanError
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
-    tokens_in: int  # prompt tokens of a turn: persona, passages, history, message
-    tokens_out: int
+    tokens_in: float  # prompt tokens of a turn: persona, passages, history, message
+    tokens_out: float
     daily_conversations: float | None = None
     turns: float = 4.0
     peak_hour_share: float = 1 / 24

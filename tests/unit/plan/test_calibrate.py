@@ -13,8 +13,9 @@ from kefu.plan.calibrate import calibrate
 from kefu.plan.catalog import require_builtin
 from kefu.plan.hardware import Device
 from kefu.plan.precision import precision
-from kefu.plan.sizing import load_at_rate
+from kefu.plan.sizing import load_at, load_at_rate
 from kefu.plan.speed import Efficiency, Speed
+from kefu.plan.traffic import Traffic
 
 BOX = Device("test CPU", 64, 40, 1.0, None, is_gpu=False, source="given")
 
@@ -112,3 +113,25 @@ def test_unusable_bench_files_are_plan_errors(tmp_path: Path, content: str, mess
         calibrate(path, _speed(), default_tokens_in=512)
     with pytest.raises(PlanError, match="cannot read"):
         calibrate(tmp_path / "absent.json", _speed(), default_tokens_in=512)
+
+
+def test_a_users_run_is_modelled_as_a_closed_loop_with_its_think_time(tmp_path: Path) -> None:
+    real = _speed().with_efficiency(Efficiency(decode_scale=4.0, prefill_scale=2.0))
+    levels = []
+    for index, users in enumerate((1, 2, 4)):
+        loop = Traffic(tokens_in=300, tokens_out=60, concurrent_chats=users, think_s=2.0)
+        seen = load_at(real, loop, users)
+        assert seen is not None
+        levels.append(_level(index, seen.turns_per_s, seen.ttft_s, seen.tpot_s, "llm"))
+        levels[-1]["load"] = users
+        levels[-1]["summary"]["requests"] = levels[-1]["by_tier"]["llm"]["requests"] = 20
+    summary = tmp_path / "summary.json"
+    run = {"mode": "users"}
+    workload = {"think": "2 s (exponential mean)"}
+    summary.write_text(
+        json.dumps({"format": "kefu-bench/1", "run": run, "workload": workload, "levels": levels})
+    )
+    calibration = calibrate(summary, _speed(), default_tokens_in=300)
+    assert [row.observed.chats for row in calibration.rows] == [1, 2, 4]
+    assert calibration.decode_scale == pytest.approx(4.0, rel=0.03)
+    assert calibration.prefill_scale == pytest.approx(2.0, rel=0.03)

@@ -70,7 +70,7 @@ def test_daily_volume_gives_turns_a_second_at_peak(capsys: pytest.CaptureFixture
 
 
 def test_an_slo_no_card_meets_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    status, out, err = _run([*WORKED, "--slo", "ttft=5ms"], capsys)
+    status, out, err = _run([*WORKED, "--slo", "ttft=1ms"], capsys)
     assert status == 1
     assert "no card meets this" in out
     assert "one turn alone: TTFT" in out

@@ -6,7 +6,7 @@ import pytest
 
 from kefu.plan.catalog import require_builtin
 from kefu.plan.hardware import GIB, card
-from kefu.plan.memory import MemoryPlan, plan_memory, smallest_fit
+from kefu.plan.memory import MemoryPlan, fitting_groups, plan_memory
 from kefu.plan.precision import kv_bytes, precision
 
 
@@ -42,20 +42,17 @@ def test_sequences_that_fit_are_the_kv_budget_over_whole_blocks() -> None:
     assert plan.sequences == int(51.16 * GIB // (1008 * 131_072)) == 415
 
 
-def test_a_model_too_big_for_one_card_splits_over_the_fewest_that_hold_it() -> None:
+def test_a_model_too_big_for_one_card_splits_over_groups_that_hold_it() -> None:
     shape = require_builtin("Llama-3.3-70B-Instruct")
     weights = precision("bf16").weight_bytes(shape.params())
     kv = shape.kv_values_per_token() * 2
-    fit = smallest_fit(
+    groups = fitting_groups(
         card("H100"), weights, kv, 4096, utilization=0.9, activation_gib=None, moe=False
     )
-    assert fit is not None
     # 131 GiB of weights: two H100s hold 65.7 each, over 71.3 - 5 - 0.6 usable: no; four do.
-    assert fit.tp == 4
-    assert fit.weights_gib == pytest.approx(131.42 / 4, abs=0.01)
-    assert (
-        smallest_fit(
-            card("RTX 4090"), weights, kv, 4096, utilization=0.9, activation_gib=None, moe=False
-        )
-        is None
+    assert [g.tp for g in groups] == [4, 8]
+    assert groups[0].weights_gib == pytest.approx(131.42 / 4, abs=0.01)
+    on_4090 = fitting_groups(
+        card("RTX 4090"), weights, kv, 4096, utilization=0.9, activation_gib=None, moe=False
     )
+    assert on_4090 == []

@@ -7,7 +7,8 @@ import pytest
 from kefu.bench.slo import parse_slo
 from kefu.plan.catalog import require_builtin
 from kefu.plan.hardware import card
-from kefu.plan.memory import smallest_fit
+from kefu.plan.memory import fitting_groups
+from kefu.plan.planner import Options, load_model, plan_device
 from kefu.plan.precision import precision
 from kefu.plan.sizing import capacity, load_at, load_at_rate, replicas_needed
 from kefu.plan.speed import Efficiency, Speed
@@ -73,8 +74,9 @@ def test_replicas_cover_the_demand_within_the_slo() -> None:
     weights = precision("bf16").weight_bytes(shape.params())
     kv = shape.kv_values_per_token() * 2
     l20 = card("L20")
-    memory = smallest_fit(l20, weights, kv, 662, utilization=0.9, activation_gib=None, moe=False)
-    assert memory is not None
+    memory = fitting_groups(l20, weights, kv, 662, utilization=0.9, activation_gib=None, moe=False)[
+        0
+    ]
     speed = Speed(shape, weights, kv, l20, memory.tp, Efficiency())
     traffic = Traffic(tokens_in=512, tokens_out=150, daily_conversations=1e6)
     slo = parse_slo("ttft=1s,tpot=100ms")
@@ -101,3 +103,26 @@ def test_peak_rate_arithmetic() -> None:
     # 20 000 x 4 turns / 24 h = 0.926 turns/s on average, x 5 burst
     assert traffic.peak_turns_per_s() == pytest.approx(20_000 * 4 / 86_400 * 5)
     assert traffic.planned_demand() == pytest.approx(traffic.peak_turns_per_s() / 0.7)
+
+
+def test_the_plan_picks_the_group_size_that_needs_the_fewest_cards() -> None:
+    model = load_model("Qwen2.5-72B-Instruct", "int4")
+    traffic = Traffic(tokens_in=512, tokens_out=150, daily_conversations=200_000)
+    slo = parse_slo("ttft=1s,tpot=100ms")
+    l20 = card("L20")
+    chosen = plan_device(model, l20, traffic, slo, Options())
+    assert chosen.cards is not None
+    kv = model.shape.kv_values_per_token() * 2
+    groups = fitting_groups(
+        l20, model.weights, kv, 662, utilization=0.9, activation_gib=None, moe=False
+    )
+    assert [g.tp for g in groups] == [2, 4, 8]  # 41 GB of 4-bit weights need two
+    cards = {}
+    for memory in groups:
+        speed = Speed(model.shape, model.weights, kv, l20, memory.tp, Efficiency())
+        replicas = replicas_needed(traffic.planned_demand(), capacity(speed, memory, traffic, slo))
+        assert replicas is not None
+        cards[memory.tp] = replicas * memory.tp
+    assert chosen.cards == min(cards.values())
+    assert chosen.memory is not None
+    assert cards[chosen.memory.tp] == chosen.cards
