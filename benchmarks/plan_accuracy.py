@@ -1,8 +1,10 @@
 """How far ``kefu plan``'s roofline estimate is from a real ``kefu bench`` run, on this CPU.
 
-Starts ``kefu serve`` (the embedded engine, the bundled SmolLM2-135M unless --model),
-runs a short ``kefu bench`` sweep of unique questions (no FAQ repeats, no order
-questions: every answer comes from the model), then ``kefu plan --calibrate`` on the
+Starts ``kefu serve`` (the embedded engine, the bundled SmolLM2-135M unless --model)
+as the plan models it, the engine alone: no fast path (every message goes to the model)
+and decode threads at normal priority (``--engine-nice 0``: at kefu's default 19 a busy
+machine's other work starves them, which is no property of the model or the CPU). Then
+a short ``kefu bench`` sweep of unique questions, then ``kefu plan --calibrate`` on the
 run's summary.json: for each level, the measured mean TTFT and TPOT of the LLM answers
 next to the raw estimate for this CPU (bandwidth and matmul measured a moment earlier)
 and their ratio, then the fitted scales. Figures are printed, never judged.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -37,12 +40,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=16, help="per level (default: 16)")
     parser.add_argument("--duration", type=float, default=60, help="s per level (default: 60)")
     parser.add_argument("--threads", type=int, help="kefu serve --threads")
+    parser.add_argument(
+        "--out", type=Path, help="keep the bench's files here (for kefu plan --calibrate)"
+    )
     args = parser.parse_args()
 
-    serve_flags = [*(["--model", args.model] if args.model else [])]
+    serve_flags = ["--no-fast-path", "--engine-nice", "0"]
+    serve_flags += ["--model", args.model] if args.model else []
     serve_flags += ["--threads", str(args.threads)] if args.threads else []
+    # Other work on the machine slows the server but not the estimate: say how busy it was.
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="kefu-plan-") as tmp:
-        out = Path(tmp) / "bench"
+        out = args.out or Path(tmp) / "bench"
         with kefu_server(*serve_flags) as url:
             # One answer first: the model's first turn pays for warm-up the plan does not model.
             httpx.post(url + "/chat", json={"message": WARM_UP}, timeout=300).raise_for_status()
@@ -61,8 +70,13 @@ def main() -> None:
             sys.exit(f"kefu plan failed ({plan.returncode}): {plan.stderr.strip()}")
         report = json.loads(plan.stdout)
 
+    load_after = os.getloadavg()[0]
     cpu, calibration = report["cpu"], report["calibration"]
     print(f"model: {report['model']['name']} ({report['model']['precision']})")
+    print(
+        f"machine load (1-min average) {load_before:.1f} before, {load_after:.1f} after, on "
+        f"{os.cpu_count()} CPUs"
+    )
     print(
         f"this CPU: {cpu['bandwidth_gbs']:.1f} GB/s copy, {cpu['tflops'] * 1000:.0f} GFLOP/s "
         f"float32 matmul ({cpu['figures']}); efficiencies {report['efficiency']['bandwidth']} "
