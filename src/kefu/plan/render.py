@@ -116,6 +116,7 @@ def _arithmetic(d: DevicePlan, plan: Plan) -> list[str]:
     eff = speed.efficiency
     context = t.tokens_in + t.tokens_out / 2
     step = speed.decode_step(load.sequences, context)
+    total = (d.replicas or 0) * load.turns_per_s
     return [
         f"on {d.replicas} replica(s) of {m.tp} x {d.device.name} ({d.device.memory_gib:g} GiB, "
         f"{d.device.bandwidth_gbs:g} GB/s, {d.device.tflops:g} TFLOP/s):",
@@ -137,6 +138,9 @@ def _arithmetic(d: DevicePlan, plan: Plan) -> list[str]:
         f"u = {load.prefill_share:.2f} of the time; TPOT = step / (1 - u) = "
         f"{_ms(load.tpot_s)}; TTFT = prefill + step + queue u/(2(1-u)) x prefill = "
         f"{_ms(load.ttft_s)}; in flight = rate x E2E = {load.sequences:.1f}",
+        f"  total    {d.replicas} x {load.turns_per_s:.3g} turns/s = "
+        f"{total:.3g} turns/s at the planned peak: {total * t.tokens_in:,.0f} tokens/s in, "
+        f"{total * t.tokens_out:,.0f} out",
     ]
 
 
