@@ -17,9 +17,11 @@ from kefu.api import health, observe, web
 from kefu.api.agent import routes as agent
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
+from kefu.api.guard import Guard
 from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
+from kefu.auth.policy import warn_if_insecure
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError
@@ -31,10 +33,9 @@ from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
 from kefu.service.fast_path import FastPath
 from kefu.service.runtime import Runtime
-from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
-from kefu.store.sqlite import SqliteSessionStore
+from kefu.state import open_state
 
 log = logging.getLogger("kefu")
 
@@ -69,7 +70,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine = engine_factory(settings)
-        store = SqliteSessionStore(settings.data_dir / "sessions.db")
+        warn_if_insecure(settings)
+        state = open_state(settings)
+        store = state.store
         runtime = Runtime(
             settings=settings,
             engine=engine,
@@ -79,9 +82,13 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 max_waiting=settings.max_queue,
                 timeout=settings.queue_timeout,
             ),
-            locks=SessionLocks(settings.session_wait),
+            locks=state.locks,
             hours=ServiceHours.parse(settings.service_hours),
+            events=state.events,
+            access=state.access,
+            store_before_done=state.redis is not None,
         )
+        state.report_to(runtime.observer.metrics)
         app.state.runtime = runtime
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         if exporter is not None:
@@ -118,6 +125,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 await fast_path.close()
             await engine.close()
             await store.close()
+            await state.close()
             if exporter is not None:
                 await exporter.close()
 
@@ -131,7 +139,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             *observe.routes,
             *web.routes,
         ],
-        middleware=[Middleware(ObserveRequests, report=_report)],
+        middleware=[Middleware(ObserveRequests, report=_report), Middleware(Guard)],
         exception_handlers={
             KefuError: kefu_error_handler,
             HTTPException: http_error_handler,

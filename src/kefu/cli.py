@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kefu.cache.command import register as register_cache
 
     register_cache(commands)
+    from kefu.auth.command import register as register_keys
+
+    register_keys(commands)
     return parser
 
 

@@ -17,6 +17,7 @@ from kefu.fastpath.hours import ServiceHours
 from kefu.limits.admission import Admission
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
+from kefu.service.access import Access
 from kefu.service.fast_path import FastPath, Plan
 from kefu.service.handoff import availability, waiting_plan
 from kefu.service.session_events import SessionEvents
@@ -49,6 +50,11 @@ class Runtime:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     # A session's turn being stored after its reply went out; readers of that session wait.
     pending_writes: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    # Auth and limits; None with --auth none (nobody is refused or limited).
+    access: Access | None = None
+    # A shared store (Redis): a turn is written before its `done` is sent, since another
+    # replica may take the next message at once and a `done` promises the turn is kept.
+    store_before_done: bool = False
     observer: Observer = field(init=False)
     # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
     # so no tokenization outlives the model.
