@@ -20,8 +20,11 @@ REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
 class RedisServer:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, durable: bool = False) -> None:
         self.workdir = workdir
+        # durable: every write is on disk before Redis answers (appendfsync always), so
+        # a SIGKILL and a start again lose nothing Redis acknowledged.
+        self.durable = durable
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -37,7 +40,8 @@ class RedisServer:
                 "--bind", "127.0.0.1",
                 "--dir", str(self.workdir),
                 "--save", "",
-                "--appendonly", "no",
+                "--appendonly", "yes" if self.durable else "no",
+                "--appendfsync", "always",
                 "--protected-mode", "no",
             ],
             stdout=log,
@@ -69,10 +73,10 @@ class RedisServer:
 
 
 @contextmanager
-def running_redis(workdir: Path) -> Iterator[RedisServer]:
+def running_redis(workdir: Path, *, durable: bool = False) -> Iterator[RedisServer]:
     if not Path(REDIS_SERVER).exists():
         pytest.fail("redis-server is missing: scripts/test installs Debian's redis-server")
-    server = RedisServer(workdir)
+    server = RedisServer(workdir, durable=durable)
     server.start()
     try:
         yield server
