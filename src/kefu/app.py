@@ -88,7 +88,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             access=state.access,
             store_before_done=state.redis is not None,
         )
-        state.report_to(runtime.observer.metrics)
+        state.report_to(runtime.observer)
         app.state.runtime = runtime
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         if exporter is not None:

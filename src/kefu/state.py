@@ -14,7 +14,7 @@ from kefu.auth.policy import auth_mode
 from kefu.auth.tokens import JwtVerifier
 from kefu.limits.bucket import Limiter, LocalLimiter
 from kefu.limits.rate import Rate
-from kefu.observe.metrics import Metrics
+from kefu.observe.observer import Observer
 from kefu.service.access import Access
 from kefu.service.session_events import SessionEvents
 from kefu.service.session_lock import SessionLocks
@@ -38,9 +38,15 @@ class State:
     redis: RedisClient | None
     limiter: Limiter
 
-    def report_to(self, metrics: Metrics) -> None:
+    def report_to(self, observer: Observer) -> None:
+        metrics = observer.metrics
         if self.redis is not None:
-            self.redis.observe = metrics.redis_call
+
+            def observe(op: str, seconds: float, failed: bool) -> None:
+                metrics.redis_call(op, seconds, failed)
+                observer.redis_calls.record(op, seconds, failed)
+
+            self.redis.observe = observe
         if isinstance(self.limiter, RedisLimiter):
             self.limiter.on_down = metrics.limits_without_redis.inc
 
