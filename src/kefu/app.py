@@ -24,7 +24,7 @@ from kefu.api.openai import routes as openai
 from kefu.auth.policy import warn_if_insecure
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
-from kefu.errors import KefuError
+from kefu.errors import KefuError, StateUnavailable
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
 from kefu.knowledge.embedder import StaticEmbedder
@@ -35,6 +35,7 @@ from kefu.service.fast_path import FastPath
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
+from kefu.shared.kb_changes import KbChanges
 from kefu.state import open_state
 
 log = logging.getLogger("kefu")
@@ -90,6 +91,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         )
         state.report_to(runtime.observer)
         app.state.runtime = runtime
+        kb_changes = KbChanges(state.redis) if state.redis is not None else None
+        app.state.kb_changes = kb_changes
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         if exporter is not None:
             runtime.observer.spans = exporter
@@ -108,7 +111,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 transformer_factory=E5Transformer,
             )
             starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
-            tasks.append(asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1])))
+            tasks.append(
+                asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], kb_changes))
+            )
         tasks.append(asyncio.create_task(_freeze_when_started(starts)))
         try:
             yield
@@ -184,15 +189,26 @@ async def _freeze_when_started(starts: list[asyncio.Task[None]]) -> None:
 
 
 async def _follow_changes(
-    runtime: Runtime, fast_path: FastPath, started: asyncio.Task[None], every: float = 2.0
+    runtime: Runtime,
+    fast_path: FastPath,
+    started: asyncio.Task[None],
+    kb_changes: KbChanges | None = None,
+    every: float = 2.0,
 ) -> None:
     """Once the fast path is open, follow changes the ``kefu kb``/``kefu cache`` commands
-    make: a round at once, then every ``every`` seconds (each also reads the next
-    knowledge-base texts ahead)."""
+    make, and with --redis the other replicas' knowledge-base changes: a round at once,
+    then every ``every`` seconds (each also reads the next knowledge-base texts ahead)."""
     await started
     if runtime.fast_path is None:
         return
     while True:
+        if kb_changes is not None:
+            try:
+                await kb_changes.follow(fast_path)
+            except StateUnavailable:
+                pass  # the client logs the outage once; the next round tries again
+            except Exception:
+                log.exception("applying another replica's knowledge-base change failed")
         try:
             await fast_path.refresh()
         except Exception:

@@ -189,3 +189,31 @@ def test_an_agent_reply_reaches_the_stream_on_the_other_replica(cluster: Cluster
     assert reply.json()["delivered"] == 1  # one replica had the stream open
     listener.join(10)
     assert [frame.json()["text"] for frame in received] == ["Hi, Mei here."]
+
+
+def test_a_knowledge_base_change_reaches_the_other_replica(cluster: Cluster) -> None:
+    admin = {"x-api-key": cluster.admin}
+    entry = {"question": "Do you sell gift cards for the ice rink?", "answer": "Yes, at the till."}
+    added = httpx.post(f"{cluster.url(0)}/kb/entries", json=entry, headers=admin)
+    assert added.status_code == 201, added.text
+    entry_id = added.json()["id"]
+
+    def seen_on(i: int) -> bool:
+        url = f"{cluster.url(i)}/kb/entries/{entry_id}"
+        return httpx.get(url, headers=admin).status_code == 200
+
+    def within(seconds: float, condition: Any) -> float:
+        started = time.monotonic()
+        while not condition():
+            assert time.monotonic() - started < seconds, "the change did not arrive"
+            time.sleep(0.05)
+        return time.monotonic() - started
+
+    print(
+        f"\nan entry added on replica 0 is on replica 1 after {within(4, lambda: seen_on(1)):.2f} s"
+    )
+    removed = httpx.delete(f"{cluster.url(1)}/kb/entries/{entry_id}", headers=admin)
+    assert removed.status_code == 204
+    print(
+        f"removed on replica 1, gone on replica 0 after {within(4, lambda: not seen_on(0)):.2f} s"
+    )
