@@ -35,7 +35,7 @@ from kefu.service.fast_path import FastPath
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
-from kefu.shared.kb_changes import KbChanges
+from kefu.shared.changes import SharedChanges
 from kefu.state import open_state
 
 log = logging.getLogger("kefu")
@@ -91,8 +91,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         )
         state.report_to(runtime.observer)
         app.state.runtime = runtime
-        kb_changes = KbChanges(state.redis) if state.redis is not None else None
-        app.state.kb_changes = kb_changes
+        shared = SharedChanges(state.redis) if state.redis is not None else None
+        runtime.replication = shared
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         if exporter is not None:
             runtime.observer.spans = exporter
@@ -112,7 +112,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             )
             starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
             tasks.append(
-                asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], kb_changes))
+                asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], shared))
             )
         tasks.append(asyncio.create_task(_freeze_when_started(starts)))
         try:
@@ -192,19 +192,20 @@ async def _follow_changes(
     runtime: Runtime,
     fast_path: FastPath,
     started: asyncio.Task[None],
-    kb_changes: KbChanges | None = None,
+    shared: SharedChanges | None = None,
     every: float = 2.0,
 ) -> None:
     """Once the fast path is open, follow changes the ``kefu kb``/``kefu cache`` commands
-    make, and with --redis the other replicas' knowledge-base changes: a round at once,
-    then every ``every`` seconds (each also reads the next knowledge-base texts ahead)."""
+    make, and with --redis the other replicas' knowledge-base changes and cached answers:
+    a round at once, then every ``every`` seconds (each also reads the next
+    knowledge-base texts ahead)."""
     await started
     if runtime.fast_path is None:
         return
     while True:
-        if kb_changes is not None:
+        if shared is not None:
             try:
-                await kb_changes.follow(fast_path)
+                await shared.follow(fast_path)
             except StateUnavailable:
                 pass  # the client logs the outage once; the next round tries again
             except Exception:

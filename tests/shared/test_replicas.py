@@ -217,3 +217,18 @@ def test_a_knowledge_base_change_reaches_the_other_replica(cluster: Cluster) -> 
     print(
         f"removed on replica 1, gone on replica 0 after {within(4, lambda: not seen_on(0)):.2f} s"
     )
+
+
+def test_an_answer_cached_on_one_replica_is_served_by_the_other(cluster: Cluster) -> None:
+    question = "How should I look after a wool rug in a humid flat?"
+    _, frames = post_chat(cluster.url(0), cluster.key, question)
+    assert done(frames)["tier"] == "llm"
+    started = time.monotonic()
+    while True:
+        _, frames = post_chat(cluster.url(1), cluster.key, question)
+        if done(frames)["tier"] == "cache":
+            break
+        assert time.monotonic() - started < 4, "replica 1 never served the cached answer"
+        time.sleep(0.2)
+    waited = time.monotonic() - started
+    print(f"\nan answer cached on replica 0 is served by replica 1 after {waited:.2f} s")

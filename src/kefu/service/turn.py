@@ -326,7 +326,9 @@ async def _answer_by_llm(
             ):
                 sources = [hit.entry.id for hit in passages]
                 runtime.spawn(
-                    fast_path.remember(fast_path.scope(tenant), message, reply, vector, sources)
+                    runtime.remember(
+                        fast_path, fast_path.scope(tenant), message, reply, vector, sources
+                    )
                 )
 
 

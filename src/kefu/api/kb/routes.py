@@ -20,7 +20,6 @@ from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.importers import parse_bytes
 from kefu.service.fast_path import FastPath
 from kefu.service.runtime import Runtime
-from kefu.shared.kb_changes import KbChanges
 
 MAX_RESULTS = 50
 
@@ -37,12 +36,11 @@ def _fast_path(request: Request) -> FastPath:
 async def _replicate(
     request: Request, added: Sequence[KbEntry] = (), removed: Sequence[str] = ()
 ) -> None:
-    """With --redis, the other replicas apply the change too (shared/kb_changes.py)."""
-    changes: KbChanges | None = getattr(request.app.state, "kb_changes", None)
-    if changes is not None and added:
-        await changes.added(list(added))
-    if changes is not None and removed:
-        await changes.removed(list(removed))
+    """With --redis, the other replicas apply the change too (shared/changes.py)."""
+    runtime: Runtime = request.app.state.runtime
+    if runtime.replication is not None:
+        await runtime.replication.kb_added(added)
+        await runtime.replication.kb_removed(removed)
 
 
 async def list_entries(request: Request) -> Response:
