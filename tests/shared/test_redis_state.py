@@ -165,3 +165,25 @@ async def test_redis_gone_fails_fast_and_recovers(redis_server: RedisServer) -> 
         assert (await closed.acquire("key:k", Rate(5, 60), 0, None)).remaining == 4
     finally:
         await client.close()
+
+
+async def test_live_events_resume_after_redis_restarts(redis_server: RedisServer) -> None:
+    clients = [RedisClient(redis_server.url, pool_size=4, timeout=0.25) for _ in range(2)]
+    a, b = RedisSessionEvents(clients[0]), RedisSessionEvents(clients[1])
+    try:
+        async with b.subscribe("s") as queue:
+            redis_server.kill()
+            await asyncio.sleep(0.3)
+            redis_server.start()
+            for _ in range(25):  # until the listener has subscribed again (5 s at most)
+                if await a.publish("s", SessionEvent("agent", {"text": "back"})):
+                    break
+                await asyncio.sleep(0.2)
+            async with asyncio.timeout(5):
+                event = await queue.get()
+        assert event.data == {"text": "back"}
+    finally:
+        for hub in (a, b):
+            await hub.close()
+        for client in clients:
+            await client.close()

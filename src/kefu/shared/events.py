@@ -4,8 +4,8 @@ A replica subscribes to a session's channel while it has a stream of that sessio
 open, so an agent's reply posted to replica A reaches the customer's stream on
 replica B. One PubSub connection per process carries every channel; a listener
 task hands what arrives to the local streams. When Redis drops, the listener
-reconnects and redis-py subscribes the channels again; events published meanwhile
-are missed, but never the message: it is in the session store.
+opens a new connection and subscribes this process's channels again; events
+published meanwhile are missed, but never the message: it is in the session store.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager, suppress
 
 from redis.exceptions import RedisError
 
+from kefu.errors import StateUnavailable
 from kefu.service.session_events import SessionEvent, SessionEvents
 from kefu.shared.client import RedisClient
 
@@ -61,12 +62,19 @@ class RedisSessionEvents(SessionEvents):
                         )
 
     async def _listen(self) -> None:
+        broken = False
         while True:
             try:
+                if broken:
+                    await self._resubscribe()
+                    broken = False
+                    log.warning("session events from Redis flow again")
                 message = await self._pubsub.get_message(timeout=1.0)
-            except (RedisError, OSError) as exc:
-                log.warning("session events from Redis interrupted (%s)", type(exc).__name__)
-                await asyncio.sleep(1.0)
+            except (RedisError, OSError, StateUnavailable) as exc:
+                if not broken:
+                    log.error("session events from Redis interrupted (%s)", type(exc).__name__)
+                broken = True
+                await asyncio.sleep(0.5)
                 continue
             if message is None or message.get("type") != "message":
                 if not self._pubsub.subscribed:
@@ -75,6 +83,15 @@ class RedisSessionEvents(SessionEvents):
             session_id = message["channel"].decode().removeprefix(PREFIX)
             data = json.loads(message["data"])
             self.deliver(session_id, SessionEvent(data["name"], data["data"]))
+
+    async def _resubscribe(self) -> None:
+        """A new PubSub connection with this process's channels: the old one is dead."""
+        old, self._pubsub = self._pubsub, self.client.redis.pubsub(ignore_subscribe_messages=True)
+        with suppress(Exception):
+            await old.aclose()  # type: ignore[no-untyped-call]
+        channels = [PREFIX + session_id for session_id in self._subscribers]
+        if channels:
+            await self.client.call("events.subscribe", lambda r: self._pubsub.subscribe(*channels))
 
     async def close(self) -> None:
         if self._listener is not None:
