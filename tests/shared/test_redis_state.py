@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from kefu.shared.limits import RedisLimiter
 from kefu.shared.locks import RedisSessionLocks
 from kefu.store.base import SessionStore, Turn
 from kefu.store.redis import RedisSessionStore
-from tests.shared.support import RedisServer
+from tests.shared.support import RedisServer, running_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -186,4 +187,21 @@ async def test_live_events_resume_after_redis_restarts(redis_server: RedisServer
         for hub in (a, b):
             await hub.close()
         for client in clients:
+            await client.close()
+
+
+async def test_a_lease_left_by_an_outage_is_released_by_the_next_turn(tmp_path: Path) -> None:
+    with running_redis(tmp_path / "durable", durable=True) as redis:
+        client = RedisClient(redis.url, pool_size=4, timeout=0.25)
+        locks = RedisSessionLocks(0.5, client)
+        try:
+            async with locks.hold("s"):
+                redis.kill()  # the release at the end fails: the lease stays in Redis
+            redis.start()  # with what it acknowledged, the lease among it
+            assert await client.redis.exists("kefu:lock:s")
+            started = time.monotonic()
+            async with locks.hold("s"):  # not a 409 after waiting out the lease
+                pass
+            assert time.monotonic() - started < 0.4
+        finally:
             await client.close()

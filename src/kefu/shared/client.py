@@ -1,9 +1,10 @@
 """One bounded Redis pool per process, and every call under a timeout.
 
 A call that fails or takes too long raises StateUnavailable (a 503 with
-Retry-After), never hangs and never surfaces as a 500. Nothing is retried here:
-the caller's timeout is the whole budget, and the next request simply tries again,
-which is how recovery is automatic once Redis is back.
+Retry-After), never hangs and never surfaces as a 500. A call is tried at most
+twice (a pooled connection a restarted Redis dropped fails on first use), within
+the one budget; the next request simply tries again, which is how recovery is
+automatic once Redis is back.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ class RedisClient:
             timeout=timeout,  # waiting for a free connection counts against the budget too
             socket_timeout=max(timeout, 1.0),
             socket_connect_timeout=max(timeout, 1.0),
-            retry=Retry(NoBackoff(), 0),
+            # One retry at once: a pooled connection Redis dropped (a restart) fails on
+            # first use; the budget below bounds the whole call either way.
+            retry=Retry(NoBackoff(), 1),
         )
         self.redis: Redis = Redis(connection_pool=self.pool)
         self.observe: CallObserver = lambda op, seconds, failed: None
@@ -51,7 +54,8 @@ class RedisClient:
         try:
             async with asyncio.timeout(budget or self.timeout):
                 result = await work(self.redis)
-        except (RedisError, OSError, TimeoutError) as exc:
+        # RuntimeError: redis-py writing to a transport that a dying Redis closed.
+        except (RedisError, OSError, TimeoutError, RuntimeError) as exc:
             self.observe(op, time.perf_counter() - started, True)
             self._note_down(op, exc)
             raise StateUnavailable(

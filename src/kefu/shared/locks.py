@@ -4,13 +4,14 @@ Turns of one session in this process first queue on the in-process lock (in
 order, without polling Redis); the one at the head then takes the Redis lease,
 polling for it while another replica holds it, up to --session-wait in all, then
 SessionBusy (409) as on one process. The lease is renewed while the turn runs, so a
-long answer keeps it, and a replica that dies lets it go after LEASE_SECONDS.
+long answer keeps it, and a replica that dies lets it go after LEASE_SECONDS. A lease
+left behind because Redis was down at its release (or whose taking went unanswered)
+is released by the session's next turn on the same replica.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -22,7 +23,6 @@ from kefu.shared.client import RedisClient
 
 LEASE_SECONDS = 30.0
 POLL_SECONDS = 0.02
-log = logging.getLogger("kefu.redis")
 
 # Deletes the lease only if it is still ours (it may have expired and been retaken).
 RELEASE = """
@@ -43,6 +43,9 @@ class RedisSessionLocks(SessionLocks):
         self.client = client
         self._release = client.redis.register_script(RELEASE)
         self._renew = client.redis.register_script(RENEW)
+        # Leases this process could not release (Redis was down): no turn of ours holds
+        # them, so the next turn of the session here lets them go instead of waiting.
+        self._stale: dict[str, str] = {}
 
     @asynccontextmanager
     async def hold(self, session_id: str) -> AsyncIterator[None]:
@@ -51,9 +54,11 @@ class RedisSessionLocks(SessionLocks):
             key = f"kefu:lock:{session_id}"
             token = uuid.uuid4().hex
             lease_ms = int(LEASE_SECONDS * 1000)
-            while not await self.client.call(
-                "lock", lambda r: r.set(key, token, nx=True, px=lease_ms)
-            ):
+            stale = self._stale.get(key)
+            if stale is not None:  # kept until Redis takes the release
+                await self.client.call("unlock", lambda r: self._release(keys=[key], args=[stale]))
+                del self._stale[key]
+            while not await self._take(key, token, lease_ms):
                 if time.monotonic() >= deadline:
                     raise SessionBusy(
                         f"another message on session {session_id} is still being answered; "
@@ -73,7 +78,24 @@ class RedisSessionLocks(SessionLocks):
                         "unlock", lambda r: self._release(keys=[key], args=[token])
                     )
                 except StateUnavailable:
-                    log.warning("could not release a session lock; its lease ends it")
+                    self._forget_later(key, token)
+
+    async def _take(self, key: str, token: str, lease_ms: int) -> bool:
+        try:
+            return bool(
+                await self.client.call("lock", lambda r: r.set(key, token, nx=True, px=lease_ms))
+            )
+        except StateUnavailable:
+            # Redis may have taken the lease before the answer was lost: let it go later.
+            self._forget_later(key, token)
+            raise
+
+    def _forget_later(self, key: str, token: str) -> None:
+        """The session's next turn here releases this lease; past 10 000 such, their
+        own expiry does."""
+        if len(self._stale) >= 10_000:
+            self._stale.clear()
+        self._stale[key] = token
 
     async def _keep(self, key: str, token: str, lease_ms: int) -> None:
         while True:
