@@ -234,11 +234,11 @@ class Settings(BaseModel):
         "reply tells customers outside these hours when a human will answer.",
     )
     # Production: auth, limits and Redis-shared state (issue 19).
-    auth: Literal["none", "keys", "jwt"] | None = Field(
-        None,
+    auth: Literal["auto", "none", "keys", "jwt"] = Field(
+        "auto",
         description="Who may call: 'none' (anyone; only on a loopback --host unless "
         "--insecure), 'keys' (API keys from `kefu keys create`) or 'jwt' (bearer tokens "
-        "signed with --jwt-key or --jwt-jwks). Default: 'keys' when --host is not a "
+        "signed with --jwt-key or --jwt-jwks). 'auto': 'keys' when --host is not a "
         "loopback address, else 'none'.",
     )
     insecure: bool = Field(

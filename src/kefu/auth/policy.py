@@ -46,9 +46,9 @@ def is_loopback(host: str) -> bool:
 
 
 def auth_mode(settings: Settings) -> AuthMode:
-    if settings.auth is not None:
-        return settings.auth
-    return "none" if is_loopback(settings.host) else "keys"
+    if settings.auth == "auto":
+        return "none" if is_loopback(settings.host) else "keys"
+    return settings.auth
 
 
 def check_auth_settings(settings: Settings) -> None:
