@@ -7,6 +7,7 @@ reply on one reaching the customer's live stream on the other.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -232,3 +233,17 @@ def test_an_answer_cached_on_one_replica_is_served_by_the_other(cluster: Cluster
         time.sleep(0.2)
     waited = time.monotonic() - started
     print(f"\nan answer cached on replica 0 is served by replica 1 after {waited:.2f} s")
+
+
+def test_diagnose_reports_redis_with_an_admin_key(cluster: Cluster) -> None:
+    post_chat(cluster.url(0), cluster.key, "hello again")
+    command = [sys.executable, "-m", "kefu", "diagnose", "--url", cluster.url(0)]
+    command += ["--json", "--no-probe", "--min-samples", "1"]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2  # no key: it cannot read /stats
+    judged = subprocess.run(
+        [*command, "--api-key", cluster.admin], capture_output=True, text=True, timeout=60
+    )  # fmt: skip
+    assert judged.returncode in (0, 1), judged.stderr
+    findings = {f["check"]: f for f in json.loads(judged.stdout)["findings"]}
+    assert findings["redis"]["message"].startswith("Redis: ")
