@@ -167,3 +167,14 @@ def test_auth_defaults_to_keys_off_loopback() -> None:
         load_settings({"rate_limit": "lots"}, environ={})
     with pytest.raises(SettingsError, match="redis://"):
         load_settings({"redis": "localhost:6379"}, environ={})
+
+
+@pytest.mark.parametrize(("later", "kept"), [(0.5, 4096), (2.0, 1)])
+async def test_buckets_that_are_full_again_are_forgotten(later: float, kept: int) -> None:
+    now = [0.0]
+    limiter = LocalLimiter(clock=lambda: now[0])
+    for i in range(4095):  # a bucket of one, full again a second after its request
+        await limiter.acquire(f"caller {i}", Rate(1, 1), 0, None)
+    now[0] = later  # the next new caller finds a round number and sweeps
+    await limiter.acquire("new", Rate(1, 60), 0, None)
+    assert len(limiter._buckets) == kept

@@ -48,6 +48,7 @@ class Limiter(Protocol):
 class _Bucket:
     tokens: float
     at: float
+    full_at: float  # when it is full again: from then on, forgetting it changes nothing
 
 
 class LocalLimiter:
@@ -75,7 +76,7 @@ class LocalLimiter:
         bucket = self._buckets.get(identity)
         if bucket is None:
             self._drop_full(now)
-            bucket = self._buckets[identity] = _Bucket(rate.requests, now)
+            bucket = self._buckets[identity] = _Bucket(rate.requests, now, now)
         tokens = min(rate.requests, bucket.tokens + (now - bucket.at) * per_second)
         bucket.tokens, bucket.at = tokens, now
         if tokens < 1:
@@ -83,12 +84,13 @@ class LocalLimiter:
             return Decision(False, rate.requests, 0, reset, (1 - tokens) / per_second, "rate")
         bucket.tokens = tokens - 1
         reset = (rate.requests - bucket.tokens) / per_second
+        bucket.full_at = now + reset
         return Decision(True, rate.requests, math.floor(bucket.tokens), reset, 0.0)
 
     def _drop_full(self, now: float, every: int = 4096) -> None:
-        """Forget buckets idle long enough to be full: the map does not grow without bound."""
+        """Forget buckets that are full again: the map does not grow without bound."""
         if len(self._buckets) % every == every - 1:
-            stale = [key for key, b in self._buckets.items() if now - b.at > 3600]
+            stale = [key for key, b in self._buckets.items() if b.full_at <= now]
             for key in stale:
                 del self._buckets[key]
 
