@@ -17,12 +17,14 @@ from kefu.api import health, observe, web
 from kefu.api.agent import routes as agent
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
+from kefu.api.guard import Guard
 from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
+from kefu.auth.policy import warn_if_insecure
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
-from kefu.errors import KefuError
+from kefu.errors import KefuError, StateUnavailable
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
 from kefu.knowledge.embedder import StaticEmbedder
@@ -31,10 +33,10 @@ from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
 from kefu.service.fast_path import FastPath
 from kefu.service.runtime import Runtime
-from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
-from kefu.store.sqlite import SqliteSessionStore
+from kefu.shared.changes import SharedChanges
+from kefu.state import open_state
 
 log = logging.getLogger("kefu")
 
@@ -69,7 +71,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine = engine_factory(settings)
-        store = SqliteSessionStore(settings.data_dir / "sessions.db")
+        warn_if_insecure(settings)
+        state = open_state(settings)
+        store = state.store
         runtime = Runtime(
             settings=settings,
             engine=engine,
@@ -79,10 +83,16 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 max_waiting=settings.max_queue,
                 timeout=settings.queue_timeout,
             ),
-            locks=SessionLocks(settings.session_wait),
+            locks=state.locks,
             hours=ServiceHours.parse(settings.service_hours),
+            events=state.events,
+            access=state.access,
+            store_before_done=state.redis is not None,
         )
+        state.report_to(runtime.observer)
         app.state.runtime = runtime
+        shared = SharedChanges(state.redis) if state.redis is not None else None
+        runtime.replication = shared
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         if exporter is not None:
             runtime.observer.spans = exporter
@@ -101,7 +111,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 transformer_factory=E5Transformer,
             )
             starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
-            tasks.append(asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1])))
+            tasks.append(
+                asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], shared))
+            )
         tasks.append(asyncio.create_task(_freeze_when_started(starts)))
         try:
             yield
@@ -118,6 +130,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 await fast_path.close()
             await engine.close()
             await store.close()
+            await state.close()
             if exporter is not None:
                 await exporter.close()
 
@@ -131,7 +144,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             *observe.routes,
             *web.routes,
         ],
-        middleware=[Middleware(ObserveRequests, report=_report)],
+        middleware=[Middleware(ObserveRequests, report=_report), Middleware(Guard)],
         exception_handlers={
             KefuError: kefu_error_handler,
             HTTPException: http_error_handler,
@@ -176,15 +189,27 @@ async def _freeze_when_started(starts: list[asyncio.Task[None]]) -> None:
 
 
 async def _follow_changes(
-    runtime: Runtime, fast_path: FastPath, started: asyncio.Task[None], every: float = 2.0
+    runtime: Runtime,
+    fast_path: FastPath,
+    started: asyncio.Task[None],
+    shared: SharedChanges | None = None,
+    every: float = 2.0,
 ) -> None:
     """Once the fast path is open, follow changes the ``kefu kb``/``kefu cache`` commands
-    make: a round at once, then every ``every`` seconds (each also reads the next
+    make, and with --redis the other replicas' knowledge-base changes and cached answers:
+    a round at once, then every ``every`` seconds (each also reads the next
     knowledge-base texts ahead)."""
     await started
     if runtime.fast_path is None:
         return
     while True:
+        if shared is not None:
+            try:
+                await shared.follow(fast_path)
+            except StateUnavailable:
+                pass  # the client logs the outage once; the next round tries again
+            except Exception:
+                log.exception("applying another replica's knowledge-base change failed")
         try:
             await fast_path.refresh()
         except Exception:

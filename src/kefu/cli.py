@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kefu.plan.command import register as register_plan
 
     register_plan(commands)
+    from kefu.auth.command import register as register_keys
+
+    register_keys(commands)
     return parser
 
 

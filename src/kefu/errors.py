@@ -12,12 +12,16 @@ tree that transports raise and clients catch.
     │   ├── PayloadTooLarge       the body is over --max-body-bytes
     │   ├── NotFound              an unknown session or route
     │   ├── SessionBusy           another turn holds the session for too long
-    │   └── SessionConflict       the session is not in the state the request needs (409)
+    │   ├── SessionConflict       the session is not in the state the request needs (409)
+    │   ├── Unauthenticated       no key or token, or one that is not valid (401)
+    │   ├── Forbidden             a valid caller without the scope the route needs (403)
+    │   └── RateLimited           the caller's token bucket or stream cap is spent (429)
     ├── Unavailable               retry later; carries ``retry_after`` seconds (503)
     │   ├── EngineNotReady        the model is still loading or warming up
     │   ├── QueueFull             the admission queue is full: fail fast, never queue forever
     │   ├── QueueTimeout          a request waited longer than --queue-timeout
-    │   └── ToolUnavailable       a backend a tool calls (the shop's order API) failed
+    │   ├── ToolUnavailable       a backend a tool calls (the shop's order API) failed
+    │   └── StateUnavailable      the shared state (Redis) did not answer in time
     └── EngineError               the engine failed this request (500)
 """
 
@@ -65,6 +69,40 @@ class SessionConflict(RequestError):
     code = "session_conflict"
 
 
+# Auth and limits (issue 19): a 401 or 403 names the reason, never the key or token.
+class Unauthenticated(RequestError):
+    code = "unauthenticated"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # a metric label: missing, unknown_key, revoked, expired, ...
+
+
+class Forbidden(RequestError):
+    code = "forbidden"
+
+
+class RateLimited(RequestError):
+    code = "rate_limited"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        refusal: str,
+        retry_after: float,
+        limit: int,
+        remaining: int,
+        reset: float,
+    ) -> None:
+        super().__init__(message)
+        self.refusal = refusal  # "rate" or "streams"
+        self.retry_after = retry_after
+        self.limit = limit
+        self.remaining = remaining
+        self.reset = reset
+
+
 class Unavailable(KefuError):
     """The server cannot take the request now; the same request may succeed later."""
 
@@ -89,6 +127,10 @@ class QueueTimeout(Unavailable):
 
 class ToolUnavailable(Unavailable):
     code = "tool_unavailable"
+
+
+class StateUnavailable(Unavailable):
+    code = "state_unavailable"
 
 
 class EngineError(KefuError):

@@ -233,6 +233,82 @@ class Settings(BaseModel):
         description="When human agents work, as 'DAYS HH:MM-HH:MM UTC-OFFSET'; the handoff "
         "reply tells customers outside these hours when a human will answer.",
     )
+    # Production: auth, limits and Redis-shared state (issue 19).
+    auth: Literal["auto", "none", "keys", "jwt"] = Field(
+        "auto",
+        description="Who may call: 'none' (anyone; only on a loopback --host unless "
+        "--insecure), 'keys' (API keys from `kefu keys create`) or 'jwt' (bearer tokens "
+        "signed with --jwt-key or --jwt-jwks). 'auto': 'keys' when --host is not a "
+        "loopback address, else 'none'.",
+    )
+    insecure: bool = Field(
+        False,
+        description="Allow --auth none on a non-loopback --host (anyone who reaches the port "
+        "may use and read every session); logged as a warning at start.",
+    )
+    jwt_key: Path | None = Field(
+        None,
+        description="--auth jwt: file with the HS256 secret or the PEM public key "
+        "(RS256/ES256) tokens are verified with.",
+    )
+    jwt_jwks: Path | None = Field(
+        None,
+        description="--auth jwt: JWKS file (JSON) whose keys, chosen by the token's 'kid', "
+        "verify tokens (instead of --jwt-key).",
+    )
+    jwt_issuer: str | None = Field(
+        None, description="--auth jwt: the 'iss' every token must carry (unchecked when unset)."
+    )
+    jwt_audience: str | None = Field(
+        None, description="--auth jwt: the 'aud' every token must name (unchecked when unset)."
+    )
+    jwt_leeway: float = Field(
+        30.0, ge=0, le=600, description="Seconds of clock skew allowed on 'exp' and 'nbf'."
+    )
+    rate_limit: str = Field(
+        "30/60",
+        description="Requests per authenticated key or user, as N/SECONDS (a token bucket of "
+        "N refilled over SECONDS; a key may carry its own); 'off' for none. Fast-path "
+        "answers count. Unauthenticated callers (--auth none) are not limited.",
+    )
+    max_streams: int = Field(
+        4,
+        ge=0,
+        description="Answers one key or user may have running at once (0 = no cap); a key "
+        "may carry its own.",
+    )
+    redis: str | None = Field(
+        None,
+        description="redis:// or rediss:// URL: sessions, their locks and live events, keys "
+        "and limits are shared there by every replica (default: SQLite in --data-dir, "
+        "limits in process).",
+    )
+    redis_pool: int = Field(
+        64, ge=1, le=10_000, description="Connections one process keeps to Redis at most."
+    )
+    redis_timeout: float = Field(
+        0.25,
+        gt=0,
+        description="Seconds a Redis call for sessions, keys and events may take before the "
+        "request fails with 503.",
+    )
+    limits_timeout: float = Field(
+        0.05,
+        gt=0,
+        description="Seconds a Redis limit check may take before --limits-on-redis-down decides.",
+    )
+    limits_on_redis_down: Literal["open", "closed"] = Field(
+        "open",
+        description="When Redis cannot answer a limit check: 'open' lets the request through "
+        "(logged and counted), 'closed' answers 503.",
+    )
+    session_ttl: float = Field(
+        604_800.0,
+        gt=0,
+        description="--redis: seconds a session is kept after its last message (Redis "
+        "expires it then).",
+    )
+
     warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
@@ -266,6 +342,28 @@ class Settings(BaseModel):
                 "one of your order numbers, which replies show customers as its shape"
             )
         return self
+
+    @model_validator(mode="after")
+    def _auth_fits_host(self) -> Settings:
+        from kefu.auth.policy import check_auth_settings
+
+        check_auth_settings(self)  # its ValueError names what is wrong
+        return self
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_parses(cls, value: str) -> str:
+        from kefu.limits.rate import Rate
+
+        Rate.parse(value)
+        return value.strip()
+
+    @field_validator("redis")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("give a redis://, rediss:// or unix:// URL")
+        return value
 
     @field_validator("shop_name")
     @classmethod

@@ -25,6 +25,9 @@ STATUS: list[tuple[type[errors.KefuError], int, str]] = [
     (errors.NotFound, 404, "not_found_error"),
     (errors.SessionBusy, 409, "conflict_error"),
     (errors.SessionConflict, 409, "conflict_error"),
+    (errors.Unauthenticated, 401, "authentication_error"),
+    (errors.Forbidden, 403, "permission_error"),
+    (errors.RateLimited, 429, "rate_limit_error"),
     (errors.RequestError, 400, "invalid_request_error"),
     (errors.Unavailable, 503, "service_unavailable_error"),
     (errors.EngineError, 500, "server_error"),
@@ -44,7 +47,24 @@ def describe(exc: errors.KefuError) -> tuple[int, dict[str, Any], dict[str, str]
     headers = {}
     if isinstance(exc, errors.Unavailable):
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after)))
+    headers.update(auth_headers(exc))
     return status, error_body(exc.message, type_, exc.code, exc.param), headers
+
+
+def auth_headers(exc: errors.KefuError) -> dict[str, str]:
+    """RFC 6750's WWW-Authenticate on 401/403, and the limit headers on 429."""
+    if isinstance(exc, errors.Unauthenticated):
+        return {"www-authenticate": 'Bearer realm="kefu", error="invalid_token"'}
+    if isinstance(exc, errors.Forbidden):
+        return {"www-authenticate": 'Bearer realm="kefu", error="insufficient_scope"'}
+    if isinstance(exc, errors.RateLimited):
+        return {
+            "retry-after": str(max(1, math.ceil(exc.retry_after))),
+            "x-ratelimit-limit": str(exc.limit),
+            "x-ratelimit-remaining": str(exc.remaining),
+            "x-ratelimit-reset": str(max(0, math.ceil(exc.reset))),
+        }
+    return {}
 
 
 async def kefu_error_handler(request: Request, exc: Exception) -> Response:

@@ -33,7 +33,11 @@ def _summary(request: Request) -> dict[str, object]:
     runtime: Runtime = request.app.state.runtime
     window = _seconds(request, "window", 300, 1, MAX_WINDOW_S)
     bucket = _seconds(request, "bucket", max(window / 60, 1), 0.5, window)
-    return runtime.observer.recent.summary(window=window, bucket=bucket)
+    summary = runtime.observer.recent.summary(window=window, bucket=bucket)
+    redis = runtime.observer.redis_calls.summary(window)
+    if redis is not None:
+        summary["redis"] = redis
+    return summary
 
 
 async def metrics(request: Request) -> Response:

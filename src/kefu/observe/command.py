@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -40,11 +41,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--probe-customers", type=int, default=4, help="concurrent probe sessions")
     parser.add_argument("--probe-turns", type=int, default=3, help="messages per probe session")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("KEFU_API_KEY"),
+        help="an admin key, for a kefu that asks for keys (default: env KEFU_API_KEY)",
+    )
     parser.set_defaults(run=run)
 
 
-def _stats(url: str, window: float) -> dict[str, Any]:
-    response = httpx.get(url.rstrip("/") + "/stats", params={"window": window}, timeout=10)
+def _headers(args: argparse.Namespace) -> dict[str, str]:
+    return {"authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+
+
+def _stats(url: str, window: float, headers: dict[str, str]) -> dict[str, Any]:
+    response = httpx.get(
+        url.rstrip("/") + "/stats", params={"window": window}, timeout=10, headers=headers
+    )
     response.raise_for_status()
     summary: dict[str, Any] = response.json()
     return summary
@@ -52,7 +64,7 @@ def _stats(url: str, window: float) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        summary = _stats(args.url, args.window)
+        summary = _stats(args.url, args.window, _headers(args))
         if summary["requests"] < args.min_samples and args.probe:
             print(
                 f"only {summary['requests']} answers in the last {args.window:g} s; probing "
@@ -60,10 +72,15 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             result = asyncio.run(
-                probe(args.url, customers=args.probe_customers, turns=args.probe_turns)
+                probe(
+                    args.url,
+                    customers=args.probe_customers,
+                    turns=args.probe_turns,
+                    headers=_headers(args),
+                )
             )
             print(f"probe: {result.sent} sent, {result.failed} failed", file=sys.stderr)
-            summary = _stats(args.url, args.window)
+            summary = _stats(args.url, args.window, _headers(args))
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         print(f"kefu diagnose: cannot read {args.url}/stats: {exc}", file=sys.stderr)
         return EXIT_CANNOT_MEASURE

@@ -20,6 +20,11 @@ ERROR_RATE_LIMIT = 0.01
 TURN_GROWTH_LIMIT = 0.5  # TTFT p50 of the latest turn vs the first
 TURN_GROWTH_MIN_MS = 200
 GATEWAY_WARN_MS = 50
+# Redis on the request path: a call slower than this at p99, or stages waiting on it
+# (auth, limits, the session lock and read) past this share of E2E, is where time goes.
+REDIS_SLOW_MS = 10
+REDIS_STAGE_SHARE = 0.2
+REDIS_STAGES = ("auth", "limits", "session")
 MIN_PER_TURN = 3
 # The caller's mistakes: reported, but they say nothing about the server's health.
 CLIENT_ERROR_CODES = {
@@ -28,6 +33,9 @@ CLIENT_ERROR_CODES = {
     "payload_too_large",
     "not_found",
     "session_busy",
+    "unauthenticated",
+    "forbidden",
+    "rate_limited",
 }
 
 
@@ -69,7 +77,7 @@ class Verdict:
 
 def diagnose(summary: dict[str, Any]) -> Verdict:
     verdict = Verdict(samples=int(summary.get("requests", 0)))
-    for check in (_stages, _ttft, _queue, _turn_growth, _gateway, _timeouts, _errors):
+    for check in (_stages, _ttft, _queue, _turn_growth, _gateway, _redis, _timeouts, _errors):
         finding = check(summary)
         if finding is not None:
             verdict.findings.append(finding)
@@ -154,6 +162,35 @@ def _gateway(s: dict[str, Any]) -> Finding | None:
     )
     status: Status = "warn" if p50 > GATEWAY_WARN_MS else "ok"
     return Finding("gateway", status, figures)
+
+
+def _redis(s: dict[str, Any]) -> Finding | None:
+    redis = s.get("redis")
+    if not redis:
+        return None
+    shares: dict[str, float] = s.get("stage_share") or {}
+    waiting = sum(shares.get(stage, 0.0) for stage in REDIS_STAGES)
+    figures = (
+        f"Redis: {redis['calls']} calls, p50 {redis['p50_ms']:.2f} ms, p99 "
+        f"{redis['p99_ms']:.2f} ms, {redis['errors']} failed; auth, limits and session "
+        f"stages {waiting:.0%} of E2E"
+    )
+    if redis["errors"]:
+        return Finding(
+            "redis",
+            "fail",
+            f"{figures}: Redis is failing or timing out, and what needs it answers 503; "
+            "check that it is up and not out of memory (kefu_redis_errors_total by op)",
+        )
+    if redis["p99_ms"] > REDIS_SLOW_MS or waiting > REDIS_STAGE_SHARE:
+        return Finding(
+            "redis",
+            "warn",
+            f"{figures}: Redis is where the time goes; put it nearer the replicas (same "
+            "host or zone), give it a CPU of its own, or raise --redis-pool if calls wait "
+            "for a connection",
+        )
+    return Finding("redis", "ok", figures)
 
 
 def _timeouts(s: dict[str, Any]) -> Finding | None:

@@ -98,6 +98,38 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        # Auth, limits and Redis (issue 19).
+        self.auth_failures = Counter(
+            "kefu_auth_failures",
+            "Requests refused by auth, by reason (missing, unknown_key, revoked, expired, "
+            "wrong_audience, bad_algorithm, bad_signature, scope, ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.limit_rejections = Counter(
+            "kefu_limit_rejections",
+            "Requests refused with 429, by limit: rate (token bucket) or streams.",
+            ["limit"],
+            registry=r,
+        )
+        self.limits_without_redis = Counter(
+            "kefu_limits_redis_down",
+            "Limit checks Redis could not answer in time, decided by --limits-on-redis-down.",
+            registry=r,
+        )
+        self.redis_seconds = Histogram(
+            "kefu_redis_seconds",
+            "Redis call latency by operation.",
+            ["op"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.redis_errors = Counter(
+            "kefu_redis_errors",
+            "Redis calls that failed or timed out, by operation.",
+            ["op"],
+            registry=r,
+        )
         r.register(_LoadCollector(load))
 
     def observe(self, record: RequestRecord) -> None:
@@ -126,6 +158,12 @@ class Metrics:
         self.tokens.labels("prompt").inc(record.prompt_tokens)
         self.tokens.labels("cached_prompt").inc(record.cached_tokens)
         self.tokens.labels("completion").inc(record.completion_tokens)
+
+    def redis_call(self, op: str, seconds: float, failed: bool) -> None:
+        # Operations are a fixed set of names (session.resume, limits, lock, ...).
+        self.redis_seconds.labels(op).observe(seconds)
+        if failed:
+            self.redis_errors.labels(op).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

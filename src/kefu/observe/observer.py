@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from kefu.observe.metrics import LoadSnapshot, Metrics
 from kefu.observe.records import RequestRecord, record_from
+from kefu.observe.redis_calls import RedisCalls
 from kefu.observe.window import RecentRequests
 from kefu.service.timeline import Timeline
 
@@ -28,6 +29,7 @@ class Observer:
         self.metrics = Metrics(load)
         self.recent = RecentRequests()
         self.spans = spans
+        self.redis_calls = RedisCalls()  # stays empty without --redis
 
     def report(
         self, *, request_id: str, method: str, route: str, status: int, timeline: Timeline

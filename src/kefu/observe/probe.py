@@ -29,7 +29,12 @@ class ProbeResult:
 
 
 async def probe(
-    url: str, *, customers: int = 4, turns: int = 3, limit_s: float = 60.0
+    url: str,
+    *,
+    customers: int = 4,
+    turns: int = 3,
+    limit_s: float = 60.0,
+    headers: dict[str, str] | None = None,
 ) -> ProbeResult:
     """``customers`` concurrent sessions of ``turns`` messages each; at most ``limit_s`` seconds."""
     sent = failed = 0
@@ -47,7 +52,7 @@ async def probe(
             except (httpx.HTTPError, ValueError):
                 failed += 1
 
-    async with httpx.AsyncClient(timeout=limit_s) as client:
+    async with httpx.AsyncClient(timeout=limit_s, headers=headers) as client:
         try:
             async with asyncio.timeout(limit_s):
                 await asyncio.gather(*(customer(client, i) for i in range(customers)))

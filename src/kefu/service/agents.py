@@ -55,7 +55,7 @@ async def agent_reply(
     if message is None:  # deleted between the check and the write
         raise NotFound(f"no session {session_id!r}", param="session_id")
     event = SessionEvent("agent", {"text": text, "agent": agent, "created_at": message.created_at})
-    return message, runtime.events.publish(session_id, event)
+    return message, await runtime.events.publish(session_id, event)
 
 
 async def release(runtime: Runtime, session_id: str) -> Session:
@@ -64,5 +64,7 @@ async def release(runtime: Runtime, session_id: str) -> Session:
     session = await runtime.store.set_state(session_id, "bot")
     if session is None:
         raise NotFound(f"no session {session_id!r}", param="session_id")
-    runtime.events.publish(session_id, SessionEvent("state", {"state": "bot", "reason": None}))
+    await runtime.events.publish(
+        session_id, SessionEvent("state", {"state": "bot", "reason": None})
+    )
     return session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
@@ -14,11 +14,14 @@ from typing import Any, TypeVar
 from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationRequest
 from kefu.errors import EngineNotReady, KefuError, NotFound
 from kefu.fastpath.hours import ServiceHours
+from kefu.knowledge.embedder import Vectors
 from kefu.limits.admission import Admission
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
+from kefu.service.access import Access
 from kefu.service.fast_path import FastPath, Plan
 from kefu.service.handoff import availability, waiting_plan
+from kefu.service.replication import Replication
 from kefu.service.session_events import SessionEvents
 from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
@@ -49,6 +52,13 @@ class Runtime:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     # A session's turn being stored after its reply went out; readers of that session wait.
     pending_writes: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    # Auth and limits; None with --auth none (nobody is refused or limited).
+    access: Access | None = None
+    # With --redis: tells the other replicas of knowledge-base changes and cached answers.
+    replication: Replication | None = None
+    # A shared store (Redis): a turn is written before its `done` is sent, since another
+    # replica may take the next message at once and a `done` promises the turn is kept.
+    store_before_done: bool = False
     observer: Observer = field(init=False)
     # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
     # so no tokenization outlives the model.
@@ -123,6 +133,20 @@ class Runtime:
             self.settings.parallel,
             self.engine.context_window,
         )
+
+    async def remember(
+        self,
+        fast_path: FastPath,
+        scope: str,
+        message: str,
+        reply: str,
+        vector: Vectors,
+        sources: Sequence[str],
+    ) -> None:
+        """Cache an LLM answer here and, with --redis, on every replica."""
+        cached = await fast_path.remember(scope, message, reply, vector, sources)
+        if cached is not None and self.replication is not None:
+            await self.replication.answer_cached(scope, message, reply, vector, sources)
 
     def handoff_waiting(self, message: str) -> Plan:
         return waiting_plan(message, self.hours)

@@ -27,8 +27,13 @@ class SessionEvent:
 class SessionEvents:
     _subscribers: dict[str, set[asyncio.Queue[SessionEvent]]] = field(default_factory=dict)
 
-    def publish(self, session_id: str, event: SessionEvent) -> int:
-        """Deliver to every open stream of the session; returns how many received it."""
+    async def publish(self, session_id: str, event: SessionEvent) -> int:
+        """Deliver to every open stream of the session; returns how many received it
+        (with Redis: how many replicas have a stream of it open)."""
+        return self.deliver(session_id, event)
+
+    def deliver(self, session_id: str, event: SessionEvent) -> int:
+        """Deliver to this process's open streams of the session."""
         queues = self._subscribers.get(session_id, set())
         for queue in queues:
             if queue.full():

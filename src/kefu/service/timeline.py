@@ -38,6 +38,8 @@ class Outcome:
 
 # A stage is named for the work that ends at its mark.
 STAGE_OF_MARK = {
+    "authenticated": "auth",
+    "limited": "limits",
     "parsed": "parse",
     "session_locked": "session",
     "context_built": "context",

@@ -9,7 +9,7 @@ nothing is lost.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,6 +19,7 @@ from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingP
 from kefu.errors import EngineError, NotFound
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
+from kefu.knowledge.index import Hit
 from kefu.knowledge.text import normalize
 from kefu.service.context import build_context
 from kefu.service.fast_path import Plan, Source, Tier
@@ -102,8 +103,11 @@ async def run_turn(
     user_id: str | None,
     tenant: str,
     timeline: Timeline,
+    owner: str | None = None,
 ) -> AsyncGenerator[TurnEvent, None]:
-    """Errors raised before the first event are the caller's to turn into an HTTP status."""
+    """Errors raised before the first event are the caller's to turn into an HTTP status.
+
+    ``owner``: the authenticated caller; a session someone else began is not found."""
     settings = runtime.settings
     # An answer request from the start ("llm" until the fast path answers it).
     timeline.outcome.tier = "llm"
@@ -124,7 +128,7 @@ async def run_turn(
             # Two turns back at least: this turn's number, and whether the bot failed twice.
             turns = max(settings.history_turns, 2)
             session, stored = await runtime.store.resume(session_id, turns)
-            if session is None:
+            if session is None or not visible(session, owner):
                 raise NotFound(
                     f"no session {session_id!r}; omit session_id to start one", param="session_id"
                 )
@@ -147,7 +151,9 @@ async def run_turn(
         # aclosing: a client that leaves closes this generator, and the inner one must
         # run its finally (free the engine slot, store the turn) now, not at GC.
         if plan is not None and plan.reply is not None:
-            answer = _answer_fast(runtime, session_id, message, user_id, plan, failed, timeline)
+            answer = _answer_fast(
+                runtime, session_id, message, user_id, plan, failed, timeline, owner
+            )
             async with aclosing(answer) as events:
                 async for event in events:
                     yield event
@@ -166,6 +172,7 @@ async def run_turn(
             tenant=tenant,
             first_turn=turn_number == 1,
             timeline=timeline,
+            owner=owner,
         )
         async with aclosing(generation) as events:
             async for event in events:
@@ -180,6 +187,7 @@ async def _answer_fast(
     plan: Plan,
     failed: bool,
     timeline: Timeline,
+    owner: str | None,
 ) -> AsyncGenerator[TurnEvent, None]:
     assert plan.reply is not None
     timeline.outcome.tier = plan.tier
@@ -191,6 +199,14 @@ async def _answer_fast(
         "source": source_dict(plan.source),
         "failed": failed,
     }
+    turn = Turn(
+        user=message,
+        assistant=plan.reply,
+        meta=meta,
+        state="handoff" if handoff else None,
+        state_reason=plan.routing.reason if handoff else None,
+    )
+    stored = False
     try:
         yield TurnStarted(session_id)
         yield TurnToken(plan.reply)
@@ -199,6 +215,10 @@ async def _answer_fast(
             yield TurnHandoff(session_id, plan.routing.reason, hours[0], hours[1])
         timeline.mark("done")
         meta["timings"] = timings = timeline.as_dict()
+        # Written here or not at all: a failed write is an error event, not a `done`.
+        stored = runtime.store_before_done
+        if stored:
+            await runtime.store.append_turn(session_id, turn, user_id, owner)
         yield TurnDone(
             session_id,
             plan.reply,
@@ -209,18 +229,16 @@ async def _answer_fast(
             plan.source,
         )
     finally:
-        turn = Turn(
-            user=message,
-            assistant=plan.reply,
-            meta=meta,
-            state="handoff" if handoff else None,
-            state_reason=plan.routing.reason if handoff else None,
-        )
-        runtime.write_behind(session_id, runtime.store.append_turn(session_id, turn, user_id))
+        if not stored:
+            runtime.write_behind(
+                session_id, runtime.store.append_turn(session_id, turn, user_id, owner)
+            )
         if handoff:
-            runtime.events.publish(
-                session_id,
-                SessionEvent("state", {"state": "handoff", "reason": plan.routing.reason}),
+            runtime.spawn(
+                runtime.events.publish(
+                    session_id,
+                    SessionEvent("state", {"state": "handoff", "reason": plan.routing.reason}),
+                )
             )
 
 
@@ -236,6 +254,7 @@ async def _answer_by_llm(
     tenant: str,
     first_turn: bool,
     timeline: Timeline,
+    owner: str | None,
 ) -> AsyncGenerator[TurnEvent, None]:
     settings = runtime.settings
     timeline.outcome.tier = "llm"
@@ -262,6 +281,7 @@ async def _answer_by_llm(
         yield TurnStarted(session_id)
         parts: list[str] = []
         outcome = "cancelled"
+        stored = False
         try:
             finished: Finished | None = None
             async with aclosing(runtime.generate(request, timeline)) as events:
@@ -275,6 +295,10 @@ async def _answer_by_llm(
                 raise EngineError("the engine ended the reply without finishing it")
             outcome = finished.finish_reason
             timeline.mark("done")
+            stored = runtime.store_before_done
+            if stored:
+                turn = _llm_turn(message, parts, outcome, routing, passages, failed, timeline)
+                await runtime.store.append_turn(session_id, turn, user_id, owner)
             yield TurnDone(
                 session_id, "".join(parts), "llm", finished.usage, timeline.as_dict(), routing
             )
@@ -283,18 +307,13 @@ async def _answer_by_llm(
             raise
         finally:
             reply = "".join(parts)
-            meta: dict[str, Any] = {
-                "tier": "llm",
-                "finish_reason": outcome,
-                "route": routing_dict(routing),
-                "sources": [hit.entry.id for hit in passages],
-                "failed": failed,
-                "timings": timeline.as_dict(),
-            }
-            turn = Turn(user=message, assistant=reply, meta=meta)
             # After the reply, in a task of its own: a client that leaves must not cost
             # the conversation its turn, and nobody waits for the disk before the end.
-            runtime.write_behind(session_id, runtime.store.append_turn(session_id, turn, user_id))
+            if not stored:
+                turn = _llm_turn(message, parts, outcome, routing, passages, failed, timeline)
+                runtime.write_behind(
+                    session_id, runtime.store.append_turn(session_id, turn, user_id, owner)
+                )
             # Only an answer that rests on nothing the customer said before is reusable.
             fast_path = runtime.fast_path
             vector = plan.vector if plan is not None else None
@@ -307,8 +326,36 @@ async def _answer_by_llm(
             ):
                 sources = [hit.entry.id for hit in passages]
                 runtime.spawn(
-                    fast_path.remember(fast_path.scope(tenant), message, reply, vector, sources)
+                    runtime.remember(
+                        fast_path, fast_path.scope(tenant), message, reply, vector, sources
+                    )
                 )
+
+
+def _llm_turn(
+    message: str,
+    parts: list[str],
+    outcome: str,
+    routing: Routing,
+    passages: Sequence[Hit],
+    failed: bool,
+    timeline: Timeline,
+) -> Turn:
+    meta: dict[str, Any] = {
+        "tier": "llm",
+        "finish_reason": outcome,
+        "route": routing_dict(routing),
+        "sources": [hit.entry.id for hit in passages],
+        "failed": failed,
+        "timings": timeline.as_dict(),
+    }
+    return Turn(user=message, assistant="".join(parts), meta=meta)
+
+
+def visible(session: Session, owner: str | None) -> bool:
+    """A session is seen by its owner only; ``owner`` None (no auth, or the admin scope)
+    sees every session."""
+    return owner is None or session.owner == owner
 
 
 def routing_dict(routing: Routing) -> dict[str, Any]:

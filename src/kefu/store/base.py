@@ -34,6 +34,9 @@ class Session:
     state: SessionState = "bot"
     state_reason: str | None = None
     state_since: float | None = None
+    # The authenticated caller who began it (key, JWT subject or web visitor); None
+    # without auth. Nobody else sees it, except the admin scope (the agent desk).
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +71,11 @@ class SessionStore(Protocol):
 
     async def messages(self, session_id: str) -> list[StoredMessage]: ...
 
-    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> int:
-        """Store a turn and return its number (1 for the first); the first creates the session."""
+    async def append_turn(
+        self, session_id: str, turn: Turn, user_id: str | None = None, owner: str | None = None
+    ) -> int:
+        """Store a turn and return its number (1 for the first); the first creates the
+        session, owned by ``owner``."""
         ...
 
     async def delete_session(self, session_id: str) -> bool:

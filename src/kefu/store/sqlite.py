@@ -48,8 +48,9 @@ SESSION_COLUMNS = [
     ("state", "TEXT NOT NULL DEFAULT 'bot'"),
     ("state_reason", "TEXT"),
     ("state_since", "REAL"),
+    ("owner", "TEXT"),
 ]
-SESSION_FIELDS = "id, user_id, created_at, updated_at, state, state_reason, state_since"
+SESSION_FIELDS = "id, user_id, created_at, updated_at, state, state_reason, state_since, owner"
 
 
 class SqliteSessionStore:
@@ -111,16 +112,18 @@ class SqliteSessionStore:
 
         return await self._run(select)
 
-    async def append_turn(self, session_id: str, turn: Turn, user_id: str | None = None) -> int:
+    async def append_turn(
+        self, session_id: str, turn: Turn, user_id: str | None = None, owner: str | None = None
+    ) -> int:
         now = time.time()
 
         def insert(conn: sqlite3.Connection) -> int:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(
-                    "INSERT OR IGNORE INTO sessions (id, user_id, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    (session_id, user_id, now, now),
+                    "INSERT OR IGNORE INTO sessions (id, user_id, created_at, updated_at, owner) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (session_id, user_id, now, now, owner),
                 )
                 (number,) = conn.execute(
                     "SELECT COALESCE(MAX(turn), 0) + 1 FROM messages WHERE session_id = ?",

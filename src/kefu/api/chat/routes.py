@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from kefu.api.body import read_model
 from kefu.api.chat.protocol import ChatRequest, MessageOut, SessionOut
+from kefu.api.guard import owner_of
 from kefu.api.sse import EventStream, open_event_stream, sse_event
 from kefu.errors import NotFound
 from kefu.service.runtime import Runtime
@@ -24,6 +25,7 @@ from kefu.service.turn import (
     routing_dict,
     run_turn,
     source_dict,
+    visible,
 )
 
 KEEPALIVE_SECONDS = 15.0  # a comment frame on a silent stream, so proxies keep it open
@@ -41,6 +43,7 @@ async def chat(request: Request) -> EventStream:
         user_id=body.user_id,
         tenant=body.tenant,
         timeline=timeline,
+        owner=owner_of(request),
     )
     return await open_event_stream(events, _frame, error_event="error")
 
@@ -81,7 +84,7 @@ async def get_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     await runtime.settled(session_id)
     session = await runtime.store.get_session(session_id)
-    if session is None:
+    if session is None or not visible(session, owner_of(request)):
         raise NotFound(f"no session {session_id!r}", param="session_id")
     messages = await runtime.store.messages(session_id)
     out = SessionOut(
@@ -102,6 +105,9 @@ async def delete_session(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     async with runtime.locks.hold(session_id):  # never delete under a running turn
         await runtime.settled(session_id)  # nor before its store lands (it would resurrect it)
+        session = await runtime.store.get_session(session_id)
+        if session is None or not visible(session, owner_of(request)):
+            raise NotFound(f"no session {session_id!r}", param="session_id")
         if not await runtime.store.delete_session(session_id):
             raise NotFound(f"no session {session_id!r}", param="session_id")
     return Response(status_code=204)
@@ -118,7 +124,8 @@ async def session_events(request: Request) -> EventStream:
     runtime: Runtime = request.app.state.runtime
     session_id = request.path_params["session_id"]
     await runtime.settled(session_id)
-    if await runtime.store.get_session(session_id) is None:
+    session = await runtime.store.get_session(session_id)
+    if session is None or not visible(session, owner_of(request)):
         raise NotFound(f"no session {session_id!r}", param="session_id")
     return EventStream(_session_frames(runtime, session_id))
 

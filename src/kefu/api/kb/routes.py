@@ -6,6 +6,8 @@ change affects before the next question is answered.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -29,6 +31,16 @@ def _json(model: EntriesOut | EntryOut | HitsOut | ChangeOut, status: int = 200)
 def _fast_path(request: Request) -> FastPath:
     runtime: Runtime = request.app.state.runtime
     return runtime.require_fast_path()
+
+
+async def _replicate(
+    request: Request, added: Sequence[KbEntry] = (), removed: Sequence[str] = ()
+) -> None:
+    """With --redis, the other replicas apply the change too (shared/changes.py)."""
+    runtime: Runtime = request.app.state.runtime
+    if runtime.replication is not None:
+        await runtime.replication.kb_added(added)
+        await runtime.replication.kb_removed(removed)
 
 
 async def list_entries(request: Request) -> Response:
@@ -66,6 +78,7 @@ async def import_file(request: Request) -> Response:
     data = await read_body(request, runtime.settings.max_body_bytes)
     entries = parse_bytes(data, filename)  # fails whole, naming the line, before any write
     change = await fast_path.import_entries(entries)
+    await _replicate(request, added=[*change.added, *change.updated])
     return _json(ChangeOut.of(change, await fast_path.read_kb(len)))
 
 
@@ -75,6 +88,7 @@ async def add_entry(request: Request) -> Response:
     body = await read_model(request, EntryIn, runtime.settings.max_body_bytes)
     entry = KbEntry.make(body.question, body.answer, category=body.category, source="api")
     change = await fast_path.import_entries([entry])
+    await _replicate(request, added=[*change.added, *change.updated])
     stored = await fast_path.read_kb(lambda kb: kb.get(entry.id))
     assert stored is not None
     created = any(added.id == entry.id for added in change.added)
@@ -90,6 +104,7 @@ async def entry(request: Request) -> Response:
             return kb.remove([entry_id])  # NotFound for an unknown id
 
         await fast_path.change_kb(remove)
+        await _replicate(request, removed=[entry_id])
         return Response(status_code=204)
     found = await fast_path.read_kb(lambda kb: kb.get(entry_id))
     if found is None:
