@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from harness import StreamResult, kefu_server, llama_cpp_server, percentile, stream_chat
-from kefu.engine.llamacpp.model import LlamaModel, bundled_model_path
+from kefu.engine.bundled import bundled_model_path
+from kefu.engine.llamacpp.model import LlamaModel
 
 PERSONA = (
     "You are a friendly, concise customer-service assistant for an online shop. "

@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 from harness import interpolated_percentile, kefu_server, trace_chat
-from kefu.engine.llamacpp.model import bundled_model_path
+from kefu.engine.bundled import bundled_model_path
 
 MESSAGES: list[dict[str, str]] = [
     {

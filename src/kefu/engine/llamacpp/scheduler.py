@@ -20,7 +20,8 @@ from collections import deque
 import llama_cpp
 
 from kefu.engine.base import EngineStats, FinishReason, TokenDelta
-from kefu.engine.llamacpp.model import LlamaModel, ModelLoadError
+from kefu.engine.bundled import ModelLoadError
+from kefu.engine.llamacpp.model import LlamaModel
 from kefu.engine.llamacpp.prefix_cache import PrefixCache
 from kefu.engine.llamacpp.sequence import Outcome, Sequence
 from kefu.errors import EngineError
