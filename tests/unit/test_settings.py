@@ -37,7 +37,7 @@ def test_defaults_without_any_source() -> None:
     settings = load()
     assert settings.host == "127.0.0.1"
     assert settings.port == 8000
-    assert settings.engine == "llamacpp"
+    assert settings.engine == ("llamacpp",)
     assert settings.model is None
     assert settings.parallel == 8
     assert settings.warmup is True
@@ -288,7 +288,7 @@ def test_env_strings_are_coerced() -> None:
     )
     assert settings.queue_timeout == 2.5
     assert settings.data_dir == Path("/tmp/x")
-    assert settings.engine == "fake"
+    assert settings.engine == ("fake",)
 
 
 def test_settings_are_frozen() -> None:

@@ -39,19 +39,25 @@ async def open_event_stream(
     *,
     error_event: str | None,
     trailer: bytes = b"",
+    keepalive: float | None = None,
 ) -> EventStream:
     """Start streaming ``events``; an error before the first event keeps its HTTP status.
 
     A KefuError after the stream started is sent in-band, as ``error_event`` (None:
-    a plain ``data:`` frame, as OpenAI does), then ``trailer``.
+    a plain ``data:`` frame, as OpenAI does), then ``trailer``. With ``keepalive``, a
+    comment frame goes out whenever the next event takes longer than that many seconds.
     """
     first = await anext(events)
 
     async def frames() -> AsyncGenerator[bytes, None]:
         try:
             yield encode(first)
-            async for event in events:
-                yield encode(event)
+            if keepalive is None:
+                async for event in events:
+                    yield encode(event)
+            else:
+                async for waited in with_keepalive(events, keepalive):
+                    yield KEEPALIVE_FRAME if waited is None else encode(waited)
         except KefuError as exc:
             yield sse_event(describe(exc)[1], event=error_event)
         finally:
@@ -60,6 +66,49 @@ async def open_event_stream(
             yield trailer
 
     return EventStream(frames())
+
+
+KEEPALIVE_FRAME = b": waiting\n\n"
+
+
+async def with_keepalive(
+    source: AsyncGenerator[T, None], every: float
+) -> AsyncGenerator[T | None, None]:
+    """``source``'s items (never None), and None after each ``every`` seconds without one.
+
+    The source runs in a task of its own, so a silence never cancels it mid-step (an
+    engine's first-token wait must not be interrupted by a keep-alive). Errors come
+    through as raised; closing this closes the source.
+    """
+    queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async for item in source:
+                await queue.put((True, item))
+        except Exception as exc:
+            await queue.put((False, exc))
+            return
+        await queue.put((False, None))
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(every):
+                    is_item, value = await queue.get()
+            except TimeoutError:
+                yield None
+                continue
+            if is_item:
+                yield value
+            elif value is None:
+                return
+            else:
+                raise value
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class EventStream:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationRequest
-from kefu.errors import EngineNotReady, KefuError, NotFound
+from kefu.errors import EngineNotReady, KefuError, NotFound, UpstreamError
 from kefu.fastpath.hours import ServiceHours
 from kefu.limits.admission import Admission
 from kefu.observe.metrics import LoadSnapshot
@@ -179,7 +179,10 @@ class Runtime:
                     if isinstance(event, Finished):
                         timeline.mark_engine(event.timings)
                         timeline.finished(event.usage, event.finish_reason)
+                        timeline.routed(event.routed)
                     yield event
         except KefuError as exc:
             timeline.outcome.error = exc.code
+            if isinstance(exc, UpstreamError):
+                timeline.outcome.engine = exc.engine or None
             raise

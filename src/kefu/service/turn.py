@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
-from kefu.errors import EngineError, NotFound
+from kefu.errors import EngineError, NotFound, UpstreamError
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.text import normalize
@@ -57,6 +57,8 @@ class TurnDone:
     timings: dict[str, float] = field(default_factory=dict)
     routing: Routing | None = None
     source: Source | None = None
+    # Which remote engine answered and why (a pool of engines only).
+    routed: dict[str, str | int] | None = None
 
 
 TurnEvent = TurnStarted | TurnToken | TurnHandoff | TurnDone
@@ -257,6 +259,7 @@ async def _answer_by_llm(
         messages=context.messages,
         sampling=SamplingParams(max_tokens=max_tokens, temperature=settings.temperature),
         request_id=session_id,
+        routing_key=session_id,
     )
     async with runtime.admitted(timeline):
         yield TurnStarted(session_id)
@@ -276,10 +279,17 @@ async def _answer_by_llm(
             outcome = finished.finish_reason
             timeline.mark("done")
             yield TurnDone(
-                session_id, "".join(parts), "llm", finished.usage, timeline.as_dict(), routing
+                session_id,
+                "".join(parts),
+                "llm",
+                finished.usage,
+                timeline.as_dict(),
+                routing,
+                routed=timeline.routing(),
             )
-        except Exception:
-            outcome = "error"
+        except Exception as exc:
+            # An engine that died mid-reply: what it had said is kept, marked as such.
+            outcome = "interrupted" if isinstance(exc, UpstreamError) and parts else "error"
             raise
         finally:
             reply = "".join(parts)
@@ -291,6 +301,8 @@ async def _answer_by_llm(
                 "failed": failed,
                 "timings": timeline.as_dict(),
             }
+            if (routed := timeline.routing()) is not None:
+                meta["routed"] = routed
             turn = Turn(user=message, assistant=reply, meta=meta)
             # After the reply, in a task of its own: a client that leaves must not cost
             # the conversation its turn, and nobody waits for the disk before the end.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -80,7 +81,26 @@ def generation_request(
         stop=tuple(request.stop_list()),
         seed=request.seed,
     )
-    return GenerationRequest(messages=messages, sampling=sampling, request_id=request_id)
+    return GenerationRequest(
+        messages=messages,
+        sampling=sampling,
+        request_id=request_id,
+        routing_key=conversation_key(messages),
+        extra=request.model_extra or {},
+    )
+
+
+# Messages that identify a conversation: the system prompt and the first user message stay
+# the same turn after turn, so every turn of one conversation gets one key (one engine).
+KEY_MESSAGES = 2
+
+
+def conversation_key(messages: list[ChatMessage]) -> str:
+    """A digest of the conversation's first messages, for a pool's session affinity."""
+    digest = hashlib.blake2b(digest_size=12)
+    for message in messages[:KEY_MESSAGES]:
+        digest.update(f"{message.role}\x00{message.content}\x00".encode())
+    return digest.hexdigest()
 
 
 def new_completion_id() -> str:
