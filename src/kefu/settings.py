@@ -53,7 +53,7 @@ class Settings(BaseModel):
         description="Which engine produces tokens: 'llamacpp' (embedded model), 'fake' "
         "(deterministic text, for tests and overhead benchmarks only), or the base URL of an "
         "OpenAI-compatible server (vLLM, SGLang, llama-server, LiteLLM, another kefu), e.g. "
-        "http://gpu1:8000/v1; repeat the flag for a pool of them (env: comma-separated).",
+        "http://gpu1:8000/v1; repeat the flag for a pool of them (env: separated by commas).",
     )
     fake_token_delay: float = Field(
         0.0, ge=0, description="--engine fake only: seconds between reply tokens (a model's speed)."
@@ -250,13 +250,13 @@ class Settings(BaseModel):
     )
     engine_model: tuple[str, ...] = Field(
         (),
-        description="Model name to ask each --engine for, in the same order (one name: all "
-        "of them); default: the first model its /v1/models lists (env: comma-separated).",
+        description="Model name to ask each engine URL for, in the same order (one name: all "
+        "of them); default: the first model its /v1/models lists (env: separated by commas).",
     )
     engine_api_key: tuple[str, ...] = Field(
         (),
-        description="Bearer key for each --engine, in the same order (one key: all of them; "
-        "env: comma-separated).",
+        description="Bearer key for each engine URL, in the same order (one key: all of them; "
+        "env: separated by commas).",
     )
     routing: Literal["affinity", "least-load", "round-robin"] = Field(
         "affinity",

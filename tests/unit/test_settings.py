@@ -122,7 +122,7 @@ def test_unrelated_kefu_env_is_ignored() -> None:
     ("flags", "env", "field"),
     [
         ({"parallel": "0"}, {}, "parallel"),
-        ({"parallel": 300}, {}, "parallel"),
+        ({"parallel": 70000}, {}, "parallel"),
         ({}, {"KEFU_PORT": "70000"}, "port"),
         ({}, {"KEFU_PORT": "eighty"}, "port"),
         ({"engine": "gpu"}, {}, "engine"),
@@ -295,3 +295,11 @@ def test_settings_are_frozen() -> None:
     settings = load()
     with pytest.raises(ValueError, match="frozen"):
         settings.port = 1
+
+
+def test_llamacpp_sequences_are_bounded_but_a_pool_may_run_more() -> None:
+    with pytest.raises(SettingsError, match="parallel"):
+        load({"parallel": 300})
+    pool = load({"parallel": 300, "engine": ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]})
+    assert pool.engine_kind == "remote"
+    assert pool.parallel == 300

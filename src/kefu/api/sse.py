@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import aclosing
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -56,8 +57,10 @@ async def open_event_stream(
                 async for event in events:
                     yield encode(event)
             else:
-                async for waited in with_keepalive(events, keepalive):
-                    yield KEEPALIVE_FRAME if waited is None else encode(waited)
+                # Closed before ``events``: its task must stop driving them first.
+                async with aclosing(with_keepalive(events, keepalive)) as waiting:
+                    async for waited in waiting:
+                        yield KEEPALIVE_FRAME if waited is None else encode(waited)
         except KefuError as exc:
             yield sse_event(describe(exc)[1], event=error_event)
         finally:
