@@ -154,6 +154,12 @@ class KefuServer:
         self.start()
         return stopped
 
+    def send_signal(self, sig: signal.Signals) -> None:
+        """SIGSTOP leaves a process whose socket still accepts but never answers (a hung
+        engine); SIGKILL, one that dies mid-reply."""
+        assert self._proc is not None
+        self._proc.send_signal(sig)
+
     def ready_state(self) -> dict[str, Any]:
         response = httpx.get(self.url + "/ready", timeout=5.0)
         body: dict[str, Any] = response.json()

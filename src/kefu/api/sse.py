@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import aclosing
 from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 from starlette.types import Receive, Scope, Send

@@ -148,6 +148,11 @@ class EnginePool:
         await asyncio.gather(*(m.engine.close() for m in self.members))
         await asyncio.to_thread(self.counter.close)
 
+    @property
+    def accepting(self) -> bool:
+        """Whether any engine may take a request now (all tripped: answer 503 at once)."""
+        return any(m.breaker.allows() for m in self.members)
+
     def stats(self) -> EngineStats:
         rows = tuple(m.row() for m in self.members)
         return EngineStats(

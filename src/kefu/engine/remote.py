@@ -92,14 +92,16 @@ class RemoteEngine:
         self.timeout = timeout
         self.counter: TokenCounter = counter or EstimatedCount()
         self.in_flight = 0
+        # When text last came from this engine, for any request (perf_counter): an engine
+        # that answers others is busy, not hung.
+        self.progress_at = 0.0
         # One bounded client for the whole life of the engine: connections are reused, and
-        # an engine that stalls cannot take more than ``connections`` sockets. A silence as
-        # long as the first-token timeout, mid-reply too, is a failure.
+        # an engine that stalls cannot take more than ``connections`` sockets.
         self.client = httpx.AsyncClient(
             base_url=upstream.url.rstrip("/"),
             headers=upstream.headers(),
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-            timeout=httpx.Timeout(first_token_timeout, connect=min(first_token_timeout, 5.0)),
+            timeout=httpx.Timeout(timeout, connect=min(first_token_timeout, 5.0)),
         )
         # Health checks and scrapes on their own connections: a pool of busy streams must
         # not make a healthy engine look dead.
@@ -197,18 +199,7 @@ class RemoteEngine:
         try:
             async with AsyncExitStack() as stack:
                 sent = time.perf_counter()
-                try:
-                    async with asyncio.timeout(self.first_token_timeout):
-                        response = await stack.enter_async_context(
-                            self.client.stream("POST", "/chat/completions", json=self.body(request))
-                        )
-                        await self._check_status(response)
-                        lines = response.aiter_lines()
-                        text = await self._next_text(lines, reply)
-                except TimeoutError:
-                    raise FirstTokenTimeout(
-                        f"engine {self.name} sent no token in {self.first_token_timeout:g} s"
-                    ) from None
+                lines, text = await self._first_text(stack, request, reply, deadline)
                 while text is not None:
                     yield TokenDelta(text)
                     if time.perf_counter() > deadline:
@@ -218,15 +209,6 @@ class RemoteEngine:
                         )
                     text = await self._next_text(lines, reply)
             yield self._finished(request, reply, queued, sent)
-        except httpx.TimeoutException:
-            if reply.started:
-                raise UpstreamError(
-                    f"engine {self.name} went silent for {self.first_token_timeout:g} s mid-reply",
-                    started=True,
-                ) from None
-            raise FirstTokenTimeout(
-                f"engine {self.name} sent no token in {self.first_token_timeout:g} s"
-            ) from None
         except httpx.HTTPError as exc:
             raise UpstreamError(
                 f"engine {self.name} failed: {type(exc).__name__} {exc}".rstrip(),
@@ -234,6 +216,37 @@ class RemoteEngine:
             ) from None
         finally:
             self.in_flight -= 1
+
+    async def _first_text(
+        self, stack: AsyncExitStack, request: GenerationRequest, reply: _Reply, deadline: float
+    ) -> tuple[AsyncIterator[str], str | None]:
+        """Open the stream and read up to its first text. A silence of --first-token-timeout
+        is a hung engine, unless the engine sent text for other requests meanwhile: then it
+        is busy (queueing this one, as a single-slot server does), and the wait goes on."""
+
+        async def opening() -> tuple[AsyncIterator[str], str | None]:
+            response = await stack.enter_async_context(
+                self.client.stream("POST", "/chat/completions", json=self.body(request))
+            )
+            await self._check_status(response)
+            lines = response.aiter_lines()
+            return lines, await self._next_text(lines, reply)
+
+        task = asyncio.ensure_future(opening())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.first_token_timeout)
+                if done:
+                    return task.result()
+                now = time.perf_counter()
+                if now - self.progress_at > self.first_token_timeout or now > deadline:
+                    raise FirstTokenTimeout(
+                        f"engine {self.name} sent no token in {self.first_token_timeout:g} s"
+                    )
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def _check_status(self, response: httpx.Response) -> None:
         if response.status_code == 200:
@@ -275,7 +288,7 @@ class RemoteEngine:
                 if reason := choice.get("finish_reason"):
                     reply.finish_reason = "length" if reason == "length" else "stop"
             if text:
-                now = time.perf_counter()
+                now = self.progress_at = time.perf_counter()
                 if not reply.started:
                     reply.started = True
                     reply.text_at.append(now)

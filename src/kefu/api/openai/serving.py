@@ -90,16 +90,14 @@ def generation_request(
     )
 
 
-# Messages that identify a conversation: the system prompt and the first user message stay
-# the same turn after turn, so every turn of one conversation gets one key (one engine).
-KEY_MESSAGES = 2
-
-
 def conversation_key(messages: list[ChatMessage]) -> str:
-    """A digest of the conversation's first messages, for a pool's session affinity."""
+    """A digest of what stays the same turn after turn of one conversation (the system
+    prompt and the first user message), for a pool's session affinity."""
     digest = hashlib.blake2b(digest_size=12)
-    for message in messages[:KEY_MESSAGES]:
+    for message in messages:
         digest.update(f"{message.role}\x00{message.content}\x00".encode())
+        if message.role == "user":
+            break
     return digest.hexdigest()
 
 
