@@ -220,7 +220,7 @@ async def load_while_killing(pool: Pool, requests: int, concurrency: int) -> lis
                 if busy[pool.victim_name] >= 2:
                     break
                 await asyncio.sleep(0.05)
-        await asyncio.sleep(0.4)  # some of its replies are streaming by now, some queued
+        await asyncio.sleep(1.5)  # some of its replies are streaming by now, some queued
         pool.victim.send_signal(signal.SIGKILL)
 
     async with httpx.AsyncClient(timeout=120) as client:
