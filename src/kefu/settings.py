@@ -274,8 +274,9 @@ class Settings(BaseModel):
     first_token_timeout: float = Field(
         15.0,
         gt=0,
-        description="Seconds a remote engine may take to send its first token; then the "
-        "request goes to another engine and this one counts a failure.",
+        description="Seconds a remote engine may go without a first token while it sends "
+        "no text for any other request either (hung): the request then goes to another "
+        "engine and this one counts a failure. An engine busy answering others is waited for.",
     )
     engine_timeout: float = Field(
         300.0,
