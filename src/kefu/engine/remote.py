@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -68,8 +68,13 @@ class _Reply:
     finish_reason: FinishReason | None = None
     usage: dict[str, Any] | None = None
     chunks: int = 0
-    started: bool = False
-    text_at: list[float] = field(default_factory=list)  # first and last text, perf_counter
+    # perf_counter readings of the first and the last text; None before any.
+    first_text_at: float | None = None
+    last_text_at: float | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.first_text_at is not None
 
 
 class RemoteEngine:
@@ -289,11 +294,9 @@ class RemoteEngine:
                     reply.finish_reason = "length" if reason == "length" else "stop"
             if text:
                 now = self.progress_at = time.perf_counter()
-                if not reply.started:
-                    reply.started = True
-                    reply.text_at.append(now)
+                reply.first_text_at = reply.first_text_at or now
+                reply.last_text_at = now
                 reply.chunks += 1
-                reply.text_at[1:] = [now]
                 return text
         if reply.finish_reason is None:
             raise UpstreamError(
@@ -323,8 +326,8 @@ class RemoteEngine:
             timings=EngineTimings(
                 queued=queued,
                 prefill_started=sent,
-                first_token=reply.text_at[0] if reply.text_at else now,
-                last_token=reply.text_at[-1] if reply.text_at else now,
+                first_token=reply.first_text_at or now,
+                last_token=reply.last_text_at or now,
             ),
         )
 
