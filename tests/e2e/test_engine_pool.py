@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -259,7 +258,7 @@ def test_killing_an_engine_under_load_fails_only_replies_already_streaming(
     assert "extras/tokenize" in status  # llama_cpp.server answered first: its tokenizer counts
 
 
-def test_logs_are_kept(pool: Pool, tmp_path: Path) -> None:
+def test_logs_are_kept(pool: Pool) -> None:
     """The pool logged each engine going down and coming back (an operator's first clue)."""
     log = pool.front.log_path.read_text(encoding="utf-8")
     assert f"engine {pool.victim_name} is down" in log
