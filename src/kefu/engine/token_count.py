@@ -23,8 +23,10 @@ log = logging.getLogger("kefu.engine")
 TEMPLATE_TOKENS_PER_MESSAGE = 4
 REPLY_PRIMER_TOKENS = 3
 # Bytes per token for the estimate: BPE vocabularies average 3.5-4.5 bytes per token on
-# English and ~3 (one CJK character) on Chinese; 3 errs towards counting too many, which
-# trims context rather than overflowing the window.
+# English and ~3 (one CJK character) on Chinese in models trained on it; 3 errs towards
+# counting too many on English, which trims context rather than overflowing the window.
+# A byte-level vocabulary without Chinese (SmolLM2's) spends several tokens on a CJK
+# character, which this undercounts: give such a model --tokenizer.
 BYTES_PER_TOKEN = 3.0
 
 
