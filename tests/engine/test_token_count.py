@@ -25,7 +25,7 @@ def test_vocabulary_only_counts_exactly_what_the_full_model_would() -> None:
         assert "exact" in counter.describe
         # On English the estimate errs towards more tokens, so budgets trim rather than
         # overflow (a byte-level vocabulary like this one spends several on a CJK character).
-        english = MESSAGES[:1] + [ChatMessage("user", "Where is my parcel? It is late.")]
+        english = [*MESSAGES[:1], ChatMessage("user", "Where is my parcel? It is late.")]
         assert EstimatedCount().count_chat_tokens(english) >= len(full.chat_tokens(english))
     finally:
         counter.close()
