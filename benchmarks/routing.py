@@ -85,8 +85,10 @@ def main() -> None:
         f"two kefu engines (embedded SmolLM2-135M, 1 thread each), {args.users} sessions x "
         f"{args.turns} turns through /chat, replies up to {args.max_tokens} tokens\n"
     )
-    print("| routing | prefix reuse on the engines | TTFT p50 ms | TTFT p99 ms | E2E p50 ms |")
-    print("| requests per engine |\n|---|---|---|---|---|---|")
+    print(
+        "| routing | prefix reuse on the engines | TTFT p50 ms | TTFT p99 ms | E2E p50 ms "
+        "| requests per engine |\n|---|---|---|---|---|---|"
+    )
     for r in results:
         s = r["summary"]
         print(
