@@ -183,7 +183,8 @@ class SseFrame:
 
 
 def sse_frames(chunks: Iterable[bytes]) -> Generator[SseFrame, None, None]:
-    """Frames of ``[event: X\\n]data: ...\\n\\n``, decoded as strict UTF-8 frame by frame.
+    """Frames of ``[event: X\\n]data: ...\\n\\n``, decoded as strict UTF-8 frame by frame;
+    comment-only frames (``: waiting``, sent while a slow engine answers) are skipped.
 
     Raises AssertionError on anything else, so a malformed stream fails the test.
     """
@@ -192,6 +193,8 @@ def sse_frames(chunks: Iterable[bytes]) -> Generator[SseFrame, None, None]:
         buffer += chunk
         while b"\n\n" in buffer:
             raw, buffer = buffer.split(b"\n\n", 1)
+            if raw.startswith(b":") and b"\n" not in raw:
+                continue
             yield _parse_frame(raw.decode("utf-8"))  # strict: a broken character raises
     if buffer.strip():
         raise AssertionError(f"the stream ended inside a frame: {buffer!r}")
