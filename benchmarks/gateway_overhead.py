@@ -246,8 +246,10 @@ def print_remote(
             lite = percentile(results["litellm"][level].ttft, 50) - percentile(
                 results["direct"][level].ttft, 50
             )
-            ratio = lite / k if k > 0 else float("inf")
-            print(f"{level} streams: LiteLLM adds {ratio:.1f}x what kefu adds to TTFT p50")
+            if k > 0:
+                print(f"{level} streams: LiteLLM adds {lite / k:.1f}x what kefu adds to TTFT p50")
+            else:
+                print(f"{level} streams: kefu added nothing measurable to TTFT p50 (noise)")
     # Scanning up from the lowest level, as the knee does: the first level past the limit
     # ends the scan (a higher level that happens to meet it is noise, not capacity).
     sustained = None
