@@ -44,7 +44,11 @@ EngineFactory = Callable[[Settings], Engine]
 
 
 def build_engine(settings: Settings) -> Engine:
-    if settings.engine == "fake":
+    if settings.engine_kind == "remote":
+        from kefu.engine.pool import build_pool
+
+        return build_pool(settings)
+    if settings.engine_kind == "fake":
         return FakeEngine(
             context_window=settings.context_size,
             token_delay=settings.fake_token_delay,

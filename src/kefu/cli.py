@@ -13,7 +13,14 @@ from pydantic.fields import FieldInfo
 
 from kefu import __version__
 from kefu.observe.command import register as register_diagnose
-from kefu.settings import Settings, SettingsError, env_name, load_settings
+from kefu.settings import (
+    LIST_SEPARATOR,
+    Settings,
+    SettingsError,
+    env_name,
+    is_list_field,
+    load_settings,
+)
 
 
 def _flag(name: str) -> str:
@@ -27,14 +34,20 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(
                 _flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
             )
+        elif is_list_field(name):
+            parser.add_argument(
+                _flag(name), dest=name, action="append", metavar=name.upper(), help=help_text
+            )
         else:
             parser.add_argument(_flag(name), dest=name, metavar=name.upper(), help=help_text)
 
 
 def _default(field: FieldInfo) -> str:
     value = field.get_default(call_default_factory=True)
-    if value is None:
+    if value is None or value == ():
         return "none"
+    if isinstance(value, tuple):
+        value = LIST_SEPARATOR.join(value)
     text = str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -108,6 +121,8 @@ def serve(settings: Settings) -> None:
     access_handler.setFormatter(logging.Formatter("%(message)s"))
     access.addHandler(access_handler)
     access.propagate = False
+    # httpx logs every request at INFO: with remote engines, a health check a second each.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     app = create_app(settings)
     config = uvicorn.Config(
         app,

@@ -21,8 +21,11 @@ tree that transports raise and clients catch.
     │   ├── QueueFull             the admission queue is full: fail fast, never queue forever
     │   ├── QueueTimeout          a request waited longer than --queue-timeout
     │   ├── ToolUnavailable       a backend a tool calls (the shop's order API) failed
-    │   └── StateUnavailable      the shared state (Redis) did not answer in time
+    │   ├── StateUnavailable      the shared state (Redis) did not answer in time
+    │   └── EngineUnavailable     no remote engine can take the request (all down or tripped)
     └── EngineError               the engine failed this request (500)
+        └── UpstreamError         a remote engine failed: refused, timed out, broke off
+            └── FirstTokenTimeout it sent no token within --first-token-timeout
 """
 
 from __future__ import annotations
@@ -135,3 +138,26 @@ class StateUnavailable(Unavailable):
 
 class EngineError(KefuError):
     code = "engine_error"
+
+
+# Remote engines (engine/remote.py, engine/pool.py).
+
+
+class EngineUnavailable(Unavailable):
+    code = "engine_unavailable"
+
+
+class UpstreamError(EngineError):
+    """A remote engine failed this request; ``started`` says whether it had sent text
+    (before that, the pool may try another engine)."""
+
+    code = "upstream_error"
+
+    def __init__(self, message: str, *, started: bool = False) -> None:
+        super().__init__(message)
+        self.started = started
+        self.engine = ""  # the pool names the engine that failed
+
+
+class FirstTokenTimeout(UpstreamError):
+    code = "first_token_timeout"

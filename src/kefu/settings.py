@@ -12,7 +12,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_origin
 
 from pydantic import (
     BaseModel,
@@ -48,10 +48,12 @@ class Settings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on (0 picks a free one).")
-    engine: Literal["llamacpp", "fake"] = Field(
-        "llamacpp",
-        description="Which engine produces tokens: 'llamacpp' (embedded model) or 'fake' "
-        "(deterministic text, for tests and overhead benchmarks only).",
+    engine: tuple[str, ...] = Field(
+        ("llamacpp",),
+        description="Which engine produces tokens: 'llamacpp' (embedded model), 'fake' "
+        "(deterministic text, for tests and overhead benchmarks only), or the base URL of an "
+        "OpenAI-compatible server (vLLM, SGLang, llama-server, LiteLLM, another kefu), e.g. "
+        "http://gpu1:8000/v1; repeat the flag for a pool of them (env: separated by commas).",
     )
     fake_token_delay: float = Field(
         0.0, ge=0, description="--engine fake only: seconds between reply tokens (a model's speed)."
@@ -72,7 +74,13 @@ class Settings(BaseModel):
     threads: int = Field(
         max(os.cpu_count() or 1, 1), ge=1, description="CPU threads llama.cpp decodes with."
     )
-    parallel: int = Field(8, ge=1, le=256, description="Sequences decoded together (slots).")
+    parallel: int = Field(
+        8,
+        ge=1,
+        le=65536,
+        description="Sequences decoded together (slots); with remote engines, requests kefu "
+        "lets run at once across the pool (at most 256 with llamacpp).",
+    )
     context_size: int = Field(
         2048,
         ge=128,
@@ -310,13 +318,83 @@ class Settings(BaseModel):
     )
 
     warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")
+    # Remote engines (engine/remote.py, engine/pool.py): used when --engine names URLs.
+    engines_file: Path | None = Field(
+        None,
+        description="TOML file of remote engines, one [[engine]] table each with url and "
+        "optionally model, api_key and name; added to those --engine names.",
+    )
+    engine_model: tuple[str, ...] = Field(
+        (),
+        description="Model name to ask each engine URL for, in the same order (one name: all "
+        "of them); default: the first model its /v1/models lists (env: separated by commas).",
+    )
+    engine_api_key: tuple[str, ...] = Field(
+        (),
+        description="Bearer key for each engine URL, in the same order (one key: all of them; "
+        "env: separated by commas).",
+    )
+    routing: Literal["affinity", "least-load", "round-robin"] = Field(
+        "affinity",
+        description="How the pool picks an engine: 'affinity' keeps a conversation on one "
+        "engine (its KV cache) unless that engine is --imbalance busier than the least "
+        "loaded; 'least-load'; 'round-robin'.",
+    )
+    imbalance: int = Field(
+        4,
+        ge=0,
+        description="Requests (kefu's in flight plus the engine's reported queue) by which "
+        "a conversation's engine may exceed the least loaded before --routing affinity "
+        "sends the request to the least loaded one.",
+    )
+    first_token_timeout: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds a remote engine may go without a first token while it sends "
+        "no text for any other request either (hung): the request then goes to another "
+        "engine and this one counts a failure. An engine busy answering others is waited for.",
+    )
+    engine_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds a remote engine may take for a whole reply.",
+    )
+    engine_connections: int = Field(
+        256,
+        ge=1,
+        description="Connections kefu keeps open to each remote engine at most.",
+    )
+    breaker_failures: int = Field(
+        3,
+        ge=1,
+        description="Consecutive failures (refused, timed out, broken off, failed health "
+        "check) after which a remote engine gets no requests until a health check passes.",
+    )
+    breaker_cooldown: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds a tripped engine rests before a passing health check lets one "
+        "trial request through (half-open); its success closes the breaker.",
+    )
+    engine_check_interval: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds between health checks and /metrics scrapes of each remote "
+        "engine (never on the request path).",
+    )
+    tokenizer: Path | None = Field(
+        None,
+        description="GGUF file whose vocabulary and chat template count prompt tokens for "
+        "remote engines (only the vocabulary is loaded); default: the engine's own "
+        "/tokenize where it has one, else an estimate (/ready says which).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level."
     )
 
     @model_validator(mode="after")
     def _sequence_ids_fit(self) -> Settings:
-        if self.parallel + self.prefix_cache > MAX_SEQUENCES:
+        if self.engine_kind == "llamacpp" and self.parallel + self.prefix_cache > MAX_SEQUENCES:
             raise ValueError(
                 f"parallel + prefix_cache must be at most {MAX_SEQUENCES} (llama.cpp's "
                 f"sequence limit), got {self.parallel} + {self.prefix_cache}"
@@ -364,6 +442,51 @@ class Settings(BaseModel):
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("give a redis://, rediss:// or unix:// URL")
         return value
+
+    @field_validator("engine", "engine_model", "engine_api_key", mode="before")
+    @classmethod
+    def _one_is_a_list(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_kind(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        named = {"llamacpp", "fake"} & set(value)
+        if named and len(value) > 1:
+            raise ValueError("'llamacpp' and 'fake' stand alone; a pool is of URLs only")
+        for url in value:
+            if url not in named and not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} is not 'llamacpp', 'fake' or an http(s) URL")
+        return value
+
+    @field_validator("engines_file")
+    @classmethod
+    def _engines_file_reads(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        try:
+            with value.open("rb") as f:
+                tables = tomllib.load(f).get("engine")
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"cannot read {value}: {exc}") from None
+        if not isinstance(tables, list) or not tables:
+            raise ValueError(f"{value} has no [[engine]] tables")
+        for table in tables:
+            url = table.get("url") if isinstance(table, dict) else None
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"{value}: every [[engine]] needs an http(s) url")
+            unknown = set(table) - {"url", "model", "api_key", "name"}
+            if unknown:
+                raise ValueError(f"{value}: unknown engine keys {sorted(unknown)}")
+        return value
+
+    @property
+    def engine_kind(self) -> Literal["llamacpp", "fake", "remote"]:
+        if self.engine == ("fake",):
+            return "fake"
+        if self.engine == ("llamacpp",) and self.engines_file is None:
+            return "llamacpp"
+        return "remote"
 
     @field_validator("shop_name")
     @classmethod
@@ -420,6 +543,14 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
+LIST_SEPARATOR = ","  # between the values of a list setting in its env variable
+
+
+def is_list_field(name: str) -> bool:
+    """A setting that takes several values: a repeatable flag, a separated env variable."""
+    return get_origin(Settings.model_fields[name].annotation) is tuple
+
+
 def load_settings(
     flags: Mapping[str, Any] | None = None,
     *,
@@ -436,7 +567,8 @@ def load_settings(
         values.update(_read_toml(config_file))
     for name in Settings.model_fields:
         if env_name(name) in environ:
-            values[name] = environ[env_name(name)]
+            value = environ[env_name(name)]
+            values[name] = value.split(LIST_SEPARATOR) if is_list_field(name) else value
     values.update({k: v for k, v in (flags or {}).items() if v is not None})
     try:
         return Settings.model_validate(values)

@@ -154,6 +154,12 @@ class KefuServer:
         self.start()
         return stopped
 
+    def send_signal(self, sig: signal.Signals) -> None:
+        """SIGSTOP leaves a process whose socket still accepts but never answers (a hung
+        engine); SIGKILL, one that dies mid-reply."""
+        assert self._proc is not None
+        self._proc.send_signal(sig)
+
     def ready_state(self) -> dict[str, Any]:
         response = httpx.get(self.url + "/ready", timeout=5.0)
         body: dict[str, Any] = response.json()
@@ -177,7 +183,8 @@ class SseFrame:
 
 
 def sse_frames(chunks: Iterable[bytes]) -> Generator[SseFrame, None, None]:
-    """Frames of ``[event: X\\n]data: ...\\n\\n``, decoded as strict UTF-8 frame by frame.
+    """Frames of ``[event: X\\n]data: ...\\n\\n``, decoded as strict UTF-8 frame by frame;
+    comment-only frames (``: waiting``, sent while a slow engine answers) are skipped.
 
     Raises AssertionError on anything else, so a malformed stream fails the test.
     """
@@ -186,6 +193,8 @@ def sse_frames(chunks: Iterable[bytes]) -> Generator[SseFrame, None, None]:
         buffer += chunk
         while b"\n\n" in buffer:
             raw, buffer = buffer.split(b"\n\n", 1)
+            if raw.startswith(b":") and b"\n" not in raw:
+                continue
             yield _parse_frame(raw.decode("utf-8"))  # strict: a broken character raises
     if buffer.strip():
         raise AssertionError(f"the stream ended inside a frame: {buffer!r}")

@@ -40,6 +40,8 @@ def parse_sse(text: str) -> list[SseEvent]:
     assert text.endswith("\n\n"), f"the stream does not end with a blank line: {text[-80:]!r}"
     events = []
     for frame in text.removesuffix("\n\n").split("\n\n"):
+        if frame.startswith(":") and "\n" not in frame:
+            continue  # a comment: ": waiting" while a slow engine answers
         event: str | None = None
         data: list[str] = []
         for line in frame.split("\n"):

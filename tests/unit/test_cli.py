@@ -131,7 +131,7 @@ def test_valid_flags_reach_serve(
     assert code == 0
     assert len(served) == 1
     settings = served[0]
-    assert settings.engine == "fake"
+    assert settings.engine == ("fake",)
     assert settings.parallel == 4  # flag
     assert settings.warmup is False  # flag beats env
     assert settings.max_tokens == 8  # env beats TOML

@@ -37,7 +37,7 @@ def test_defaults_without_any_source() -> None:
     settings = load()
     assert settings.host == "127.0.0.1"
     assert settings.port == 8000
-    assert settings.engine == "llamacpp"
+    assert settings.engine == ("llamacpp",)
     assert settings.model is None
     assert settings.parallel == 8
     assert settings.warmup is True
@@ -122,7 +122,7 @@ def test_unrelated_kefu_env_is_ignored() -> None:
     ("flags", "env", "field"),
     [
         ({"parallel": "0"}, {}, "parallel"),
-        ({"parallel": 300}, {}, "parallel"),
+        ({"parallel": 70000}, {}, "parallel"),
         ({}, {"KEFU_PORT": "70000"}, "port"),
         ({}, {"KEFU_PORT": "eighty"}, "port"),
         ({"engine": "gpu"}, {}, "engine"),
@@ -288,10 +288,18 @@ def test_env_strings_are_coerced() -> None:
     )
     assert settings.queue_timeout == 2.5
     assert settings.data_dir == Path("/tmp/x")
-    assert settings.engine == "fake"
+    assert settings.engine == ("fake",)
 
 
 def test_settings_are_frozen() -> None:
     settings = load()
     with pytest.raises(ValueError, match="frozen"):
         settings.port = 1
+
+
+def test_llamacpp_sequences_are_bounded_but_a_pool_may_run_more() -> None:
+    with pytest.raises(SettingsError, match="parallel"):
+        load({"parallel": 300})
+    pool = load({"parallel": 300, "engine": ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]})
+    assert pool.engine_kind == "remote"
+    assert pool.parallel == 300

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from importlib.resources import files
 
 from starlette.requests import Request
@@ -10,6 +11,7 @@ from starlette.routing import Route
 
 from kefu.errors import InvalidRequest
 from kefu.observe.diagnose import diagnose
+from kefu.observe.engines import window_rows, with_live
 from kefu.observe.metrics import CONTENT_TYPE
 from kefu.service.runtime import Runtime
 
@@ -37,6 +39,11 @@ def _summary(request: Request) -> dict[str, object]:
     redis = runtime.observer.redis_calls.summary(window)
     if redis is not None:
         summary["redis"] = redis
+    live = runtime.engine.stats().engines
+    if live:  # a pool of remote engines: a row each
+        since = time.time() - window
+        records = [r for r in runtime.observer.recent.records if r.at >= since]
+        summary |= with_live(window_rows(records), live)
     return summary
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
 from typing import Any, TypeVar
 
 from starlette.types import Receive, Scope, Send
@@ -39,19 +40,27 @@ async def open_event_stream(
     *,
     error_event: str | None,
     trailer: bytes = b"",
+    keepalive: float | None = None,
 ) -> EventStream:
     """Start streaming ``events``; an error before the first event keeps its HTTP status.
 
     A KefuError after the stream started is sent in-band, as ``error_event`` (None:
-    a plain ``data:`` frame, as OpenAI does), then ``trailer``.
+    a plain ``data:`` frame, as OpenAI does), then ``trailer``. With ``keepalive``, a
+    comment frame goes out whenever the next event takes longer than that many seconds.
     """
     first = await anext(events)
 
     async def frames() -> AsyncGenerator[bytes, None]:
         try:
             yield encode(first)
-            async for event in events:
-                yield encode(event)
+            if keepalive is None:
+                async for event in events:
+                    yield encode(event)
+            else:
+                # Closed before ``events``: its task must stop driving them first.
+                async with aclosing(with_keepalive(events, keepalive)) as waiting:
+                    async for waited in waiting:
+                        yield KEEPALIVE_FRAME if waited is None else encode(waited)
         except KefuError as exc:
             yield sse_event(describe(exc)[1], event=error_event)
         finally:
@@ -60,6 +69,49 @@ async def open_event_stream(
             yield trailer
 
     return EventStream(frames())
+
+
+KEEPALIVE_FRAME = b": waiting\n\n"
+
+
+async def with_keepalive(
+    source: AsyncGenerator[T, None], every: float
+) -> AsyncGenerator[T | None, None]:
+    """``source``'s items (never None), and None after each ``every`` seconds without one.
+
+    The source runs in a task of its own, so a silence never cancels it mid-step (an
+    engine's first-token wait must not be interrupted by a keep-alive). Errors come
+    through as raised; closing this closes the source.
+    """
+    queue: asyncio.Queue[tuple[bool, Any]] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async for item in source:
+                await queue.put((True, item))
+        except Exception as exc:
+            await queue.put((False, exc))
+            return
+        await queue.put((False, None))
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(every):
+                    is_item, value = await queue.get()
+            except TimeoutError:
+                yield None
+                continue
+            if is_item:
+                yield value
+            elif value is None:
+                return
+            else:
+                raise value
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class EventStream:

@@ -11,9 +11,9 @@ client), the engine stops generating for that request and frees its slot.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length"]
@@ -39,6 +39,11 @@ class GenerationRequest:
     messages: Sequence[ChatMessage]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = ""
+    # What a pool of engines routes on, so a conversation stays where its KV cache is
+    # (/chat: the session id; /v1: a digest of the conversation's first messages).
+    routing_key: str = ""
+    # Request fields kefu does not know, passed on to a remote engine as they came.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +76,20 @@ class EngineTimings:
 
 
 @dataclass(frozen=True, slots=True)
+class Routed:
+    """Which engine of a pool answered, and why the pool chose it."""
+
+    engine: str
+    reason: str
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Finished:
     finish_reason: FinishReason
     usage: Usage
     timings: EngineTimings
+    routed: Routed | None = None  # set by a pool of remote engines
 
 
 GenerationEvent = TokenDelta | Finished
@@ -96,6 +111,28 @@ class EngineStats:
     prefix_hits: int = 0
     prefix_reused_tokens: int = 0
     prompt_tokens: int = 0
+    # A pool of remote engines: one row each, and how prompt tokens are counted.
+    engines: tuple[UpstreamStats, ...] = ()
+    token_counting: str = "exact"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamStats:
+    """One remote engine of a pool, as /ready, /metrics and /stats show it."""
+
+    name: str
+    url: str
+    model: str
+    breaker: str  # closed, open or half-open
+    in_flight: int
+    # What the engine's own /metrics report (None when it exposes none).
+    queue: float | None
+    kv_usage: float | None
+    requests: int
+    failures: int
+    timeouts: int
+    ttft_p50_ms: float | None
+    healthy: bool
 
 
 @runtime_checkable

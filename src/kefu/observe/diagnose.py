@@ -81,7 +81,39 @@ def diagnose(summary: dict[str, Any]) -> Verdict:
         finding = check(summary)
         if finding is not None:
             verdict.findings.append(finding)
+    verdict.findings += _engines(summary)
     return verdict
+
+
+def _engines(s: dict[str, Any]) -> list[Finding]:
+    """A pool of remote engines: one line per engine, with what its own metrics report."""
+    findings = []
+    slow = s.get("slow_engine")
+    rows = s.get("engines") or []
+    for row in rows:
+        ttft = row["upstream_ttft_ms"]
+        figures = [
+            f"{row['answers']} answers, {row['failed']} failed",
+            f"TTFT p50 {ttft['p50']:.0f} ms" if ttft["p50"] is not None else "no TTFT yet",
+            f"{row['in_flight']} in flight",
+        ]
+        if row.get("queue") is not None:
+            figures.append(f"its queue {row['queue']:g}")
+        if row.get("kv_usage") is not None:
+            figures.append(f"KV cache {row['kv_usage']:.0%} used")
+        text = f"{row['name']}: breaker {row['breaker']}; " + ", ".join(figures)
+        status: Status = "ok"
+        if row["breaker"] != "closed":
+            status = "fail" if all(r["breaker"] == "open" for r in rows) else "warn"
+            text += " (tripped: it gets no requests until a health check passes)"
+        if row["name"] == slow:
+            status = "fail" if status == "fail" else "warn"
+            text += (
+                ": the slow engine, well behind the others; its sessions stay on it with "
+                "affinity. Check its queue and KV cache, or lower --imbalance"
+            )
+        findings.append(Finding("engine", status, text))
+    return findings
 
 
 def _stages(s: dict[str, Any]) -> Finding | None:

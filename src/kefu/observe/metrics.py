@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from kefu.engine.base import EngineStats
+from kefu.engine.base import EngineStats, UpstreamStats
 from kefu.observe.records import RequestRecord
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -130,6 +130,13 @@ class Metrics:
             ["op"],
             registry=r,
         )
+        self.engine_ttft = Histogram(
+            "kefu_engine_ttft_seconds",
+            "Remote engine: request sent to its first token, by engine.",
+            ["engine"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         r.register(_LoadCollector(load))
 
     def observe(self, record: RequestRecord) -> None:
@@ -155,6 +162,8 @@ class Metrics:
                 histogram.observe(value / 1000)
         for stage, ms in record.stages_ms.items():
             self.stage.labels(stage).observe(ms / 1000)
+        if record.engine is not None and record.upstream_ttft_ms is not None:
+            self.engine_ttft.labels(record.engine).observe(record.upstream_ttft_ms / 1000)
         self.tokens.labels("prompt").inc(record.prompt_tokens)
         self.tokens.labels("cached_prompt").inc(record.cached_tokens)
         self.tokens.labels("completion").inc(record.completion_tokens)
@@ -211,3 +220,61 @@ class _LoadCollector(Collector):
             ),
         ):
             yield GaugeMetricFamily(name, doc, value=value)
+        if stats.engines:
+            yield from _engine_metrics(stats.engines)
+
+
+BREAKER_VALUES = {"closed": 0, "half-open": 1, "open": 2}
+
+
+def _engine_metrics(rows: tuple[UpstreamStats, ...]) -> Iterator[Metric]:
+    """One series per remote engine of the pool, labelled by its name."""
+    gauges = {
+        "in_flight": GaugeMetricFamily(
+            "kefu_engine_in_flight", "Requests kefu has sent to the engine.", labels=["engine"]
+        ),
+        "breaker": GaugeMetricFamily(
+            "kefu_engine_breaker_state",
+            "The engine's circuit breaker: 0 closed, 1 half-open, 2 open.",
+            labels=["engine"],
+        ),
+        "healthy": GaugeMetricFamily(
+            "kefu_engine_healthy", "1 when the last health check passed.", labels=["engine"]
+        ),
+        "queue": GaugeMetricFamily(
+            "kefu_engine_queue",
+            "Requests waiting inside the engine, from its own /metrics.",
+            labels=["engine"],
+        ),
+        "kv_usage": GaugeMetricFamily(
+            "kefu_engine_kv_usage", "Share of the engine's KV cache in use.", labels=["engine"]
+        ),
+    }
+    counters = {
+        "requests": CounterMetricFamily(
+            "kefu_engine_requests", "Requests sent to the engine.", labels=["engine"]
+        ),
+        "failures": CounterMetricFamily(
+            "kefu_engine_failures",
+            "Requests the engine failed (refused, timed out, broke off).",
+            labels=["engine"],
+        ),
+        "timeouts": CounterMetricFamily(
+            "kefu_engine_first_token_timeouts",
+            "Requests the engine sent no token for within --first-token-timeout.",
+            labels=["engine"],
+        ),
+    }
+    for row in rows:
+        gauges["in_flight"].add_metric([row.name], row.in_flight)
+        gauges["breaker"].add_metric([row.name], BREAKER_VALUES[row.breaker])
+        gauges["healthy"].add_metric([row.name], float(row.healthy))
+        if row.queue is not None:
+            gauges["queue"].add_metric([row.name], row.queue)
+        if row.kv_usage is not None:
+            gauges["kv_usage"].add_metric([row.name], row.kv_usage)
+        counters["requests"].add_metric([row.name], row.requests)
+        counters["failures"].add_metric([row.name], row.failures)
+        counters["timeouts"].add_metric([row.name], row.timeouts)
+    yield from gauges.values()
+    yield from counters.values()

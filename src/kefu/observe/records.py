@@ -34,6 +34,10 @@ class RequestRecord:
     completion_tokens: int = 0
     cached_tokens: int = 0
     stages_ms: dict[str, float] = field(default_factory=dict)
+    # A pool of remote engines: the engine that answered (or failed), why, and its TTFT.
+    engine: str | None = None
+    route_reason: str | None = None
+    upstream_ttft_ms: float | None = None
 
     @property
     def answered(self) -> bool:
@@ -80,4 +84,7 @@ def record_from(
         completion_tokens=tokens,
         cached_tokens=usage.cached_prompt_tokens if usage else 0,
         stages_ms=timeline.stages_ms(),
+        engine=outcome.engine,
+        route_reason=outcome.route_reason,
+        upstream_ttft_ms=prefill if outcome.engine is not None else None,
     )

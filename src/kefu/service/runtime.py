@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationRequest
-from kefu.errors import EngineNotReady, KefuError, NotFound
+from kefu.errors import EngineNotReady, EngineUnavailable, KefuError, NotFound, UpstreamError
 from kefu.fastpath.hours import ServiceHours
 from kefu.knowledge.embedder import Vectors
 from kefu.limits.admission import Admission
@@ -184,6 +184,13 @@ class Runtime:
             raise EngineNotReady(f"the engine failed to start: {self.load_error}", retry_after=30)
         if not self.ready:
             raise EngineNotReady("the model is still loading; retry in a moment", retry_after=2)
+        # A pool of remote engines whose every breaker is open: a 503 now, before the
+        # response starts, rather than an error event inside a 200 stream.
+        if not getattr(self.engine, "accepting", True):
+            raise EngineUnavailable(
+                "every engine is down or tripped; retry shortly",
+                retry_after=self.settings.breaker_cooldown,
+            )
 
     @asynccontextmanager
     async def admitted(self, timeline: Timeline) -> AsyncIterator[None]:
@@ -203,7 +210,10 @@ class Runtime:
                     if isinstance(event, Finished):
                         timeline.mark_engine(event.timings)
                         timeline.finished(event.usage, event.finish_reason)
+                        timeline.routed(event.routed)
                     yield event
         except KefuError as exc:
             timeline.outcome.error = exc.code
+            if isinstance(exc, UpstreamError):
+                timeline.outcome.engine = exc.engine or None
             raise

@@ -12,7 +12,7 @@ import itertools
 import time
 from dataclasses import dataclass
 
-from kefu.engine.base import EngineTimings, Usage
+from kefu.engine.base import EngineTimings, Routed, Usage
 
 # Derived durations: name -> (from mark, to mark). Vocabulary from docs/ARCHITECTURE.md.
 DURATIONS: dict[str, tuple[str, str]] = {
@@ -34,6 +34,10 @@ class Outcome:
     usage: Usage | None = None
     finish_reason: str | None = None
     error: str | None = None  # the KefuError code, when the request failed
+    # A pool of remote engines: which engine answered (or failed), and why it was chosen.
+    engine: str | None = None
+    route_reason: str | None = None
+    attempts: int = 0
 
 
 # A stage is named for the work that ends at its mark.
@@ -71,6 +75,23 @@ class Timeline:
             if value is not None:
                 self.marks[stage] = value
 
+    def routed(self, routed: Routed | None) -> None:
+        if routed is not None:
+            self.outcome.engine = routed.engine
+            self.outcome.route_reason = routed.reason
+            self.outcome.attempts = routed.attempts
+
+    def routing(self) -> dict[str, str | int] | None:
+        """The ``routed`` entry of a reply from a pool: engine, why, and attempts."""
+        outcome = self.outcome
+        if outcome.engine is None:
+            return None
+        return {
+            "engine": outcome.engine,
+            "why": outcome.route_reason or "",
+            "attempts": outcome.attempts,
+        }
+
     def finished(self, usage: Usage, finish_reason: str) -> None:
         self.outcome.usage = usage
         self.outcome.finish_reason = finish_reason
@@ -105,6 +126,9 @@ class Timeline:
             value = self.duration_ms(begin, end)
             if value is not None:
                 result[f"{name}_ms"] = value
+        if self.outcome.engine is not None and "prefill_ms" in result:
+            # A remote engine's prefill is what kefu sees of it: request sent to first token.
+            result["upstream_ttft_ms"] = result["prefill_ms"]
         return result
 
     def server_timing(self) -> str:

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
-from kefu.errors import EngineError, NotFound
+from kefu.errors import EngineError, NotFound, UpstreamError
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
@@ -58,6 +58,8 @@ class TurnDone:
     timings: dict[str, float] = field(default_factory=dict)
     routing: Routing | None = None
     source: Source | None = None
+    # Which remote engine answered and why (a pool of engines only).
+    routed: dict[str, str | int] | None = None
 
 
 TurnEvent = TurnStarted | TurnToken | TurnHandoff | TurnDone
@@ -276,6 +278,7 @@ async def _answer_by_llm(
         messages=context.messages,
         sampling=SamplingParams(max_tokens=max_tokens, temperature=settings.temperature),
         request_id=session_id,
+        routing_key=session_id,
     )
     async with runtime.admitted(timeline):
         yield TurnStarted(session_id)
@@ -300,10 +303,17 @@ async def _answer_by_llm(
                 turn = _llm_turn(message, parts, outcome, routing, passages, failed, timeline)
                 await runtime.store.append_turn(session_id, turn, user_id, owner)
             yield TurnDone(
-                session_id, "".join(parts), "llm", finished.usage, timeline.as_dict(), routing
+                session_id,
+                "".join(parts),
+                "llm",
+                finished.usage,
+                timeline.as_dict(),
+                routing,
+                routed=timeline.routing(),
             )
-        except Exception:
-            outcome = "error"
+        except Exception as exc:
+            # An engine that died mid-reply: what it had said is kept, marked as such.
+            outcome = "interrupted" if isinstance(exc, UpstreamError) and parts else "error"
             raise
         finally:
             reply = "".join(parts)
@@ -349,6 +359,8 @@ def _llm_turn(
         "failed": failed,
         "timings": timeline.as_dict(),
     }
+    if (routed := timeline.routing()) is not None:
+        meta["routed"] = routed
     return Turn(user=message, assistant="".join(parts), meta=meta)
 
 

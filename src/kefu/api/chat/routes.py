@@ -29,6 +29,9 @@ from kefu.service.turn import (
 )
 
 KEEPALIVE_SECONDS = 15.0  # a comment frame on a silent stream, so proxies keep it open
+# A turn waiting for a slow engine's first token: a comment frame every few seconds tells the
+# client and any proxy that the answer is still coming.
+WAITING_KEEPALIVE_SECONDS = 3.0
 
 
 async def chat(request: Request) -> EventStream:
@@ -45,7 +48,9 @@ async def chat(request: Request) -> EventStream:
         timeline=timeline,
         owner=owner_of(request),
     )
-    return await open_event_stream(events, _frame, error_event="error")
+    return await open_event_stream(
+        events, _frame, error_event="error", keepalive=WAITING_KEEPALIVE_SECONDS
+    )
 
 
 def _frame(event: TurnEvent) -> bytes:
@@ -74,6 +79,7 @@ def _frame(event: TurnEvent) -> bytes:
             "source": source_dict(event.source),
             "usage": usage,
             "timings": event.timings,
+            **({"routed": event.routed} if event.routed else {}),
         },
         event="done",
     )

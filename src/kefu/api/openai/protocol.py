@@ -1,6 +1,7 @@
 """Wire models of the OpenAI chat-completions API (the subset kefu serves).
 
-Unknown request fields are accepted and ignored, as clients send many.
+Unknown request fields are accepted, as clients send many: the embedded engine ignores
+them, a remote engine receives them as they came.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class StreamOptions(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
 
     model: str = ""
     messages: Annotated[list[RequestMessage], Field(min_length=1)]

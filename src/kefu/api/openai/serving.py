@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -80,7 +81,24 @@ def generation_request(
         stop=tuple(request.stop_list()),
         seed=request.seed,
     )
-    return GenerationRequest(messages=messages, sampling=sampling, request_id=request_id)
+    return GenerationRequest(
+        messages=messages,
+        sampling=sampling,
+        request_id=request_id,
+        routing_key=conversation_key(messages),
+        extra=request.model_extra or {},
+    )
+
+
+def conversation_key(messages: list[ChatMessage]) -> str:
+    """A digest of what stays the same turn after turn of one conversation (the system
+    prompt and the first user message), for a pool's session affinity."""
+    digest = hashlib.blake2b(digest_size=12)
+    for message in messages:
+        digest.update(f"{message.role}\x00{message.content}\x00".encode())
+        if message.role == "user":
+            break
+    return digest.hexdigest()
 
 
 def new_completion_id() -> str:

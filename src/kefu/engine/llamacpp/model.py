@@ -33,9 +33,10 @@ FALLBACK_TEMPLATE = (
 class LlamaModel:
     """Weights + vocabulary. ``tokenize`` and ``render_chat`` are safe from any thread."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, vocab_only: bool = False) -> None:
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
+        params.vocab_only = vocab_only  # a tokenizer only (--tokenizer for remote engines)
         # AMX repacking crashes (SIGSEGV in ggml_backend_amx_mul_mat) in this kind of VM;
         # this is llama.cpp's --no-repack.
         params.use_extra_bufts = False
