@@ -434,3 +434,14 @@ async def test_the_refresh_round_reads_an_import_ahead(settings_factory: Any) ->
         while await fast_path.read_kb(lambda kb: kb.unread(1)):
             assert time.monotonic() < deadline, "the imported entry was not read ahead"
             await asyncio.sleep(0.05)
+
+
+def test_ready_shows_the_operating_point(fast: TestClient, client_factory: ClientFactory) -> None:
+    # The demo ships its calibration at the default precision: calibrated at once.
+    calibration = fast.get("/ready").json()["knowledge_base"]["calibration"]
+    assert calibration["state"] == "calibrated"
+    assert calibration["target_precision"] == 0.95
+    assert calibration["expected_precision"] >= 0.95
+    assert 0 < calibration["expected_coverage"] <= 1
+    with client_factory(fast_path=True, faq_calibration=False) as fixed:
+        assert fixed.get("/ready").json()["knowledge_base"]["calibration"] == {"state": "off"}
