@@ -1,7 +1,8 @@
 """Write the demo shop as a shop's FAQ page for ``kb_quality.py`` (the tuning KB):
 ``benchmarks/data/kbs/demo/kb.csv`` (the first question of each answer),
 ``kb10.csv`` (up to ten), and ``test.csv`` from a split of ``answer_quality.csv``
-(``--split dev`` by default: the split thresholds were tuned on) in kb_quality's
+(``--split dev`` by default: the split thresholds were tuned on; ``--split fresh``:
+``answer_quality_fresh.csv``, customers' own wording, used for tuning too) in kb_quality's
 columns, its expected questions mapped to kb.csv's question of the same answer.
 Rows for the rules (orders, handoff, smalltalk) are left out: the KB decision is judged.
 """
@@ -20,7 +21,7 @@ DATA = Path(__file__).parent / "data"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--split", default="dev")
+    parser.add_argument("--split", default="dev", help="dev, or fresh: answer_quality_fresh.csv")
     args = parser.parse_args()
     groups: dict[str, list[tuple[str, str, str]]] = {}
     for entry in demo_entries():
@@ -37,7 +38,10 @@ def main() -> None:
                 writer.writerows(rows[:k])
     first = {key: rows[0][0] for key, rows in groups.items()}
     by_question = {row[0]: key for key, rows in groups.items() for row in rows}
-    with (DATA / "answer_quality.csv").open(encoding="utf-8") as f:
+    source_file = (
+        "answer_quality.csv" if args.split == "dev" else f"answer_quality_{args.split}.csv"
+    )
+    with (DATA / source_file).open(encoding="utf-8") as f:
         source = [r for r in csv.DictReader(f) if r["split"] == args.split]
     with (out / "test.csv").open("w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)

@@ -49,100 +49,13 @@ ELSEWHERE = Path(__file__).parent / "static" / "elsewhere.txt"
 MAX_PHRASINGS = 600
 MAX_PER_KIND = 300
 # Words a question is asked with rather than about: dropped when it is cut down.
-_EN_FRAME = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "i",
-        "me",
-        "my",
-        "we",
-        "us",
-        "our",
-        "you",
-        "your",
-        "it",
-        "its",
-        "is",
-        "are",
-        "was",
-        "be",
-        "been",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "will",
-        "would",
-        "should",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "have",
-        "has",
-        "had",
-        "to",
-        "of",
-        "for",
-        "in",
-        "on",
-        "at",
-        "by",
-        "with",
-        "and",
-        "or",
-        "if",
-        "how",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "there",
-        "this",
-        "that",
-        "these",
-        "those",
-        "any",
-        "some",
-        "please",
-        "about",
-        "get",
-    ]
-)
-_ZH_FRAME = frozenset(
-    [
-        "请问",
-        "请",
-        "我",
-        "我的",
-        "我们",
-        "你",
-        "你们",
-        "您",
-        "的",
-        "了",
-        "吗",
-        "呢",
-        "吧",
-        "啊",
-        "怎么",
-        "如何",
-        "可以",
-        "能",
-        "能否",
-        "是",
-        "有",
-        "什么",
-        "一下",
-        "要",
-        "想",
-    ]
-)
+_FRAME_WORDS = """
+a an the i me my we us our you your it its is are was be been do does did can could will
+would should shall may might must have has had to of for in on at by with and or if how
+what when where which who why there this that these those any some please about get
+请问 请 我 我的 我们 你 你们 您 的 了 吗 呢 吧 啊 怎么 如何 可以 能 能否 是 有 什么 一下 要 想
+"""
+_FRAME = frozenset(_FRAME_WORDS.split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +115,11 @@ def make_probes(entries: Sequence[KbEntry]) -> list[Probe]:
         perturbed += [
             _set_elsewhere(rng.choice(groups[key]).question, elsewhere, rng) for key in answers
         ]
+    # One near miss per answer, of either kind: as many as there are answers with
+    # nothing to answer them (``removed``), so in-domain misses do not outnumber the
+    # right-answer probes twice over (customers' near misses do not either).
+    rng.shuffle(perturbed)
+    perturbed = perturbed[: len(answers)]
     probes += _sample(reworded, MAX_PER_KIND, rng) + _sample(removed, MAX_PER_KIND, rng)
     probes += _sample([Probe(t, "perturbed", None) for t in perturbed], MAX_PER_KIND, rng)
     probes += [Probe(text, "out_of_scope", None) for text in out_of_scope()]
@@ -216,12 +134,12 @@ def rewordings(question: str, rng: random.Random) -> list[str]:
     """The question as its content words, and (English) lower case with a typo."""
     words = words_of(question)
     if language(question) == "zh":
-        kept = [w for w in words if w not in _ZH_FRAME]
+        kept = [w for w in words if w not in _FRAME]
         cut = "".join(kept)
         bare = re.sub(r"^(请问|我想问一下|我想问)|[吗呢吧啊]?[？?。！!]*$", "", question.strip())
         out = [cut, bare, _aside(question, "zh", rng)]
     else:
-        kept = [w for w in words if w not in _EN_FRAME]
+        kept = [w for w in words if w not in _FRAME]
         cut = " ".join(kept)
         typed = " ".join(_typo(w, rng) if w == max(words, key=len) else w for w in words)
         out = [cut, typed, _aside(question, "en", rng)]
@@ -291,11 +209,7 @@ def swap_subject(question: str, other: str) -> str | None:
 
 def _content(text: str) -> list[str]:
     """Words that name a thing: 4+ letters, or 2+ Chinese characters, not the frame."""
-    return [
-        w
-        for w in words_of(text)
-        if len(w) >= (2 if is_cjk_word(w) else 4) and w not in _EN_FRAME | _ZH_FRAME
-    ]
+    return [w for w in words_of(text) if len(w) >= (2 if is_cjk_word(w) else 4) and w not in _FRAME]
 
 
 def out_of_scope() -> tuple[str, ...]:
