@@ -190,13 +190,13 @@ class Settings(BaseModel):
         "calibrated on this knowledge base (at start and after every change, in the "
         "background; `kefu kb calibrate`) estimates it right with at least this probability; "
         "otherwise the LLM answers with the passages. Until the first calibration of a data "
-        "dir, --faq-threshold and --faq-margin decide.",
+        "dir, the fixed threshold and margin decide.",
     )
     faq_calibration: bool = Field(
         True,
-        description="Fit the fast path's decision to the knowledge base and keep "
-        "--faq-precision (false: the fixed --faq-threshold and --faq-margin decide, as "
-        "before the first calibration).",
+        description="Fit the fast path's decision to the knowledge base and keep the "
+        "precision asked for (false: the fixed threshold and margin decide, as before the "
+        "first calibration).",
     )
     kb_passages: int = Field(
         3,
