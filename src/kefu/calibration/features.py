@@ -56,11 +56,10 @@ def negation_differs(message: str, question: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class FirstLook:
     """The first look's best answer: ``hit`` is its best phrasing, None when a passage
-    leads (context for the LLM, not an answer). ``scores``: each answer's best score."""
+    leads (context for the LLM, not an answer)."""
 
     hit: Hit | None
     lead: float
-    scores: dict[str, float]
 
 
 def first_look(hits: Sequence[Hit], excluded: frozenset[str] = frozenset()) -> FirstLook | None:
@@ -72,12 +71,11 @@ def first_look(hits: Sequence[Hit], excluded: frozenset[str] = frozenset()) -> F
     for hit in ranked:
         if hit.entry.kind == "faq":
             best.setdefault(answer_key(hit.entry.answer), hit)
-    scores = {key: hit.score for key, hit in best.items()}
     if ranked[0].entry.kind != "faq" or not best:
-        return FirstLook(None, 0.0, scores)
+        return FirstLook(None, 0.0)
     leaders = list(best.values())
     runner_up = leaders[1].score if len(leaders) > 1 else 0.0
-    return FirstLook(leaders[0], leaders[0].score - runner_up, scores)
+    return FirstLook(leaders[0], leaders[0].score - runner_up)
 
 
 def first_features(hit: Hit, lead: float, findings: Findings) -> Features:

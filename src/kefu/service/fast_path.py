@@ -105,7 +105,6 @@ class Plan:
     source: Source | None = None
     passages: tuple[Hit, ...] = ()
     vector: Vectors | None = None  # the message's embedding, to cache the LLM's answer
-    first: FirstLook | None = None  # what the calibrated second look weighs of the first
 
 
 class FastPath:
@@ -263,7 +262,7 @@ class FastPath:
         nearest = await self.second_look.nearest(message)
         if nearest is None:
             return declined
-        judged = await self._look_up(lambda: self._second_features(message, nearest, declined))
+        judged = await self._look_up(lambda: self._second_features(message, nearest))
         if judged is None:
             return declined
         entry, features = judged
@@ -291,7 +290,7 @@ class FastPath:
         return replace(declined, passages=passages)
 
     def _second_features(
-        self, message: str, nearest: Nearest, declined: Plan
+        self, message: str, nearest: Nearest
     ) -> tuple[KbEntry, tuple[float, ...]] | None:
         assert self.kb is not None
         entry = self.kb.get(nearest.entry_id)
@@ -407,7 +406,6 @@ class FastPath:
             if routing.intent == "faq" or self.settings.answer_cache or calibration is not None
             else None
         )
-        first: FirstLook | None = None
         if calibration is not None:
             first = first_look(hits)
             routing = self._decide_first(message, lang, first, routing, asked, calibration, rules)
@@ -429,7 +427,7 @@ class FastPath:
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
-        return Plan(routing, lang, passages=self._passages(hits), vector=vector, first=first)
+        return Plan(routing, lang, passages=self._passages(hits), vector=vector)
 
     def _decide_first(
         self,
