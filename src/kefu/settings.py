@@ -189,6 +189,23 @@ class Settings(BaseModel):
         description="Lead, in e5 cosine similarity, the second look's best answer needs "
         "over the next answer's best question.",
     )
+    # The calibrated fast path (issue 24): the precision it keeps.
+    faq_precision: float = Field(
+        0.95,
+        gt=0,
+        lt=1,
+        description="Serve a knowledge-base answer verbatim only where the decision "
+        "calibrated on this knowledge base (at start and after every change, in the "
+        "background; `kefu kb calibrate`) estimates it right with at least this probability; "
+        "otherwise the LLM answers with the passages. Until the first calibration of a data "
+        "dir, the fixed threshold and margin decide.",
+    )
+    faq_calibration: bool = Field(
+        True,
+        description="Fit the fast path's decision to the knowledge base and keep the "
+        "precision asked for (false: the fixed threshold and margin decide, as before the "
+        "first calibration).",
+    )
     kb_passages: int = Field(
         3,
         ge=0,

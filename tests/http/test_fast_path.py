@@ -366,6 +366,7 @@ def test_a_message_of_words_the_embedder_lacks_goes_to_the_llm(fast: TestClient)
 def test_chinese_has_a_threshold_of_its_own(client_factory: ClientFactory) -> None:
     # The first look's thresholds: the second look would answer this Chinese question.
     settings = {"faq_threshold": 0.0, "faq_threshold_zh": 1.0, "second_look": False}
+    settings["faq_calibration"] = False
     with client_factory(fast_path=True, **settings) as strict_zh:
         english = chat(strict_zh, "how long does shipping take to malaysia")["done"]
         assert english["tier"] == "faq"
@@ -374,11 +375,13 @@ def test_chinese_has_a_threshold_of_its_own(client_factory: ClientFactory) -> No
         assert "below threshold 1.00" in chinese["route"]["reason"]
 
 
-def test_a_product_from_the_demo_catalogue_is_a_detail(fast: TestClient) -> None:
-    # The damage answer's phrasings never name a teak bench; the catalogue does.
-    done = chat(fast, "the teak bench arrived with a crack, what should i do?")["done"]
+def test_a_product_from_the_demo_catalogue_is_a_detail(client_factory: ClientFactory) -> None:
+    # The damage answer's phrasings never name a teak bench; the catalogue does. The
+    # guard's rule, under the fixed thresholds (the calibrated decision weighs it).
+    with client_factory(fast_path=True, faq_calibration=False) as fast:
+        done = chat(fast, "the teak bench arrived with a crack, what should i do?")["done"]
+        damaged = fast.get(f"/kb/entries/{done['source']['id']}").json()
     assert done["tier"] == "faq"
-    damaged = fast.get(f"/kb/entries/{done['source']['id']}").json()
     assert damaged["category"] == "problems"
     assert "damage" in damaged["answer"].casefold()
 
@@ -431,3 +434,14 @@ async def test_the_refresh_round_reads_an_import_ahead(settings_factory: Any) ->
         while await fast_path.read_kb(lambda kb: kb.unread(1)):
             assert time.monotonic() < deadline, "the imported entry was not read ahead"
             await asyncio.sleep(0.05)
+
+
+def test_ready_shows_the_operating_point(fast: TestClient, client_factory: ClientFactory) -> None:
+    # The demo ships its calibration at the default precision: calibrated at once.
+    calibration = fast.get("/ready").json()["knowledge_base"]["calibration"]
+    assert calibration["state"] == "calibrated"
+    assert calibration["target_precision"] == 0.95
+    assert calibration["expected_precision"] >= 0.95
+    assert 0 < calibration["expected_coverage"] <= 1
+    with client_factory(fast_path=True, faq_calibration=False) as fixed:
+        assert fixed.get("/ready").json()["knowledge_base"]["calibration"] == {"state": "off"}

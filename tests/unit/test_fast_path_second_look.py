@@ -1,5 +1,7 @@
 """The fast path's second look, with the real transformer on the demo knowledge base: a
-paraphrase the first look declined is answered, a near miss still goes to the LLM."""
+paraphrase the first look declined is answered, a near miss still goes to the LLM. As
+decided before the first calibration (``--no-faq-calibration``): the calibrated second
+look is tested in ``test_fast_path_calibration.py``."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ async def opened(settings: Settings) -> FastPath:
 
 @pytest.fixture
 async def fast_path(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
-    opened_path = await opened(settings_factory(fast_path=True))
+    opened_path = await opened(settings_factory(fast_path=True, faq_calibration=False))
     try:
         yield opened_path
     finally:

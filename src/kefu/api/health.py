@@ -29,7 +29,10 @@ async def ready(request: Request) -> JSONResponse:
     }
     fast_path = runtime.fast_path
     if fast_path is not None:
-        body["knowledge_base"] = {"entries": await fast_path.read_kb(len)}
+        body["knowledge_base"] = {
+            "entries": await fast_path.read_kb(len),
+            "calibration": fast_path.keeper.status(fast_path.settings.faq_calibration),
+        }
     if runtime.serving:
         return JSONResponse(body)
     return JSONResponse(body, status_code=503, headers={"retry-after": "2"})

@@ -187,6 +187,16 @@ def _unfamiliar(words: Sequence[str], vocabulary: Lexicon) -> list[str]:
     return [word for word, near in zip(unused, nearness, strict=True) if near < NEAR_ENOUGH]
 
 
+def word_evidence(message: str, kb_words: Lexicon, answer: AnswerGroup) -> tuple[int, int]:
+    """How many of the message's content words the knowledge base never uses, and how
+    many it uses but not in this answer (its questions and text): words of another topic.
+    The calibrated decision weighs these counts where the guard's rules draw lines."""
+    topic = content_words(message)
+    unknown = _unfamiliar(topic, kb_words)
+    foreign = [w for w in _unfamiliar(topic, answer.vocabulary) if w not in unknown]
+    return len(unknown), len(foreign)
+
+
 def faq_objection(
     message: str,
     entry: KbEntry,

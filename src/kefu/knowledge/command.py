@@ -92,6 +92,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     remove.add_argument("ids", nargs="+", metavar="ID", help="entry ids (from kefu kb list)")
     remove.set_defaults(run=run_remove)
 
+    # The calibration sits above the knowledge base: imported here, not at the top.
+    from kefu.calibration.command import register as register_calibration
+
+    register_calibration(kb, [data_dir, as_json], _with_kb, stderr_bar)
+
 
 def _open(args: argparse.Namespace) -> KnowledgeBase:
     from kefu.knowledge.embedder import StaticEmbedder
@@ -112,6 +117,24 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             return EXIT_ERROR
 
     return run
+
+
+def _with_kb(
+    command: Callable[[argparse.Namespace, KnowledgeBase, Path], int],
+) -> Callable[[argparse.Namespace], int]:
+    @_guarded
+    def run(args: argparse.Namespace) -> int:
+        kb = _open(args)
+        try:
+            return command(args, kb, chosen_data_dir(args))
+        finally:
+            kb.close()
+
+    return run
+
+
+def stderr_bar(label: str) -> Callable[[int, int], None]:
+    return _progress_bar(label, sys.stderr)
 
 
 def _progress_bar(label: str, stream: TextIO) -> Callable[[int, int], None]:

@@ -44,6 +44,7 @@ log = logging.getLogger("kefu.fastpath")
 # The demo knowledge base's questions, embedded at build time (scripts/embed-demo), so a
 # newcomer's first start has the second look at once instead of after ~15 s of a core.
 DEMO_VECTORS = Path(__file__).parent / "static" / "demo_e5.npz"
+SECOND_LOOK_FILE = "second_look.npz"  # a data dir's vectors
 DRIFT_FLOOR = 0.9
 GAIN_CEILING = 0.005
 FORGIVEN_MAX = 2
@@ -130,6 +131,16 @@ class Pick:
 
 
 @dataclass(frozen=True, slots=True)
+class Nearest:
+    """The nearest answer to a message, by its nearest question, and its leads."""
+
+    entry_id: str
+    similarity: float
+    margin: float  # over the next answer's nearest question
+    over_context: float  # over the nearest passage sentence (1 + similarity when none)
+
+
+@dataclass(frozen=True, slots=True)
 class _Index:
     ids: tuple[str, ...]  # per row
     groups: npt.NDArray[np.int64]  # per row: its answer's number; -1 for a passage's
@@ -204,21 +215,45 @@ class SecondLook:
         """The best answer's nearest question, when it leads the next answer by ``margin``
         and the nearest passage sentence by ``over_context``: a question nearer what a
         passage says (the catalogue: "do you have mirrors?") is the LLM's, with it."""
+        vector = self.model.embed_queries([message])[0]
+        found = self._nearest(vector, frozenset())
+        if found is None:
+            return None
+        nearest, row, index = found
+        if nearest.margin < self.margin or nearest.over_context < self.over_context:
+            return None
+        phrasings = index.vectors[index.groups == index.groups[row]]
+        return Pick(nearest.entry_id, nearest.similarity, nearest.margin, vector, phrasings)
+
+    def nearest(self, vector: Vectors, excluded: frozenset[str] = frozenset()) -> Nearest | None:
+        """The best answer's nearest question to an embedded message, with no margin
+        asked (the calibrated decision weighs it), leaving ``excluded`` entries out."""
+        found = self._nearest(vector, excluded)
+        return None if found is None else found[0]
+
+    def _nearest(
+        self, vector: Vectors, excluded: frozenset[str]
+    ) -> tuple[Nearest, int, _Index] | None:
         index = self._index
         if index is None:
             return None
-        vector = self.model.embed_queries([message])[0]
         similarities = index.vectors @ vector
+        if excluded:
+            left_out = np.fromiter((i in excluded for i in index.ids), bool, len(index.ids))
+            similarities = np.where(left_out, -2.0, similarities)
         answers = index.groups >= 0
-        best = np.full(int(index.groups.max()) + 1, -1.0, dtype=np.float32)
+        best = np.full(int(index.groups.max()) + 1, -2.0, dtype=np.float32)
         np.maximum.at(best, index.groups[answers], similarities[answers])
         second, first = np.partition(best, -2)[-2:]
-        context = float(similarities[~answers].max()) if not answers.all() else -1.0
-        if first - second < self.margin or first - context < self.over_context:
+        if first <= -2.0:
             return None
-        row = int(np.argmax(np.where(answers, similarities, -2.0)))
-        phrasings = index.vectors[index.groups == index.groups[row]]
-        return Pick(index.ids[row], float(first), float(first - second), vector, phrasings)
+        context = float(similarities[~answers].max()) if not answers.all() else -1.0
+        row = int(np.argmax(np.where(answers, similarities, -3.0)))
+        second = max(float(second), -1.0)  # an answer with every question left out
+        nearest = Nearest(
+            index.ids[row], float(first), float(first) - second, float(first) - context
+        )
+        return nearest, row, index
 
     def incidental(self, message: str, pick: Pick, words: Sequence[str]) -> bool:
         """Whether the message means the same without ``words`` and is no nearer the

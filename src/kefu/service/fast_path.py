@@ -29,8 +29,19 @@ from typing import Literal, TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
 from kefu.cache.guard import Salient, salient
+from kefu.calibration.features import (
+    Findings,
+    FirstLook,
+    first_features,
+    first_look,
+    negation_differs,
+    second_features,
+)
+from kefu.calibration.fit import Observation, probe_once
+from kefu.calibration.model import CALIBRATION_FILE, Calibration
+from kefu.calibration.probes import Probe
 from kefu.errors import Unavailable
-from kefu.fastpath.faq_guard import faq_objection
+from kefu.fastpath.faq_guard import faq_objection, word_evidence
 from kefu.fastpath.hours import ServiceHours, handoff_reply
 from kefu.fastpath.orders import OrderBackend, order_reply, order_unavailable_reply
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
@@ -40,8 +51,16 @@ from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
-from kefu.knowledge.second_look import Known, Pick, SecondLook, Transformer
+from kefu.knowledge.second_look import (
+    SECOND_LOOK_FILE,
+    Known,
+    Nearest,
+    Pick,
+    SecondLook,
+    Transformer,
+)
 from kefu.knowledge.text import language
+from kefu.service.calibration import Keeper, calibrate
 from kefu.service.second_look import Incidental, SecondLooker
 from kefu.settings import Settings
 from kefu.threads import lower_priority
@@ -62,7 +81,6 @@ NEAR_A_CHANGE = 0.1
 NEARNESS_CHECK_MAX = 16
 # Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
-SECOND_LOOK_FILE = "second_look.npz"
 # Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
 # here); a larger knowledge base's search would hold every other request up for longer
 # than the hop to the worker costs.
@@ -133,6 +151,7 @@ class FastPath:
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
         self.misses: MissLog | None = None
+        self.keeper = Keeper(settings.data_dir / CALIBRATION_FILE, settings.faq_precision)
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run knowledge-base or cache work on the fast path's own thread."""
@@ -177,6 +196,8 @@ class FastPath:
             change = self.kb.load_demo()
             log.info("knowledge base was empty: loaded the demo (%d entries)", len(change.added))
         self.kb.prepare()
+        if self.settings.faq_calibration:
+            self.keeper.open(self.kb.entries())
         self.misses = MissLog(data_dir / MISSES_FILE)
         self.cache = AnswerCache(
             data_dir / "cache.db",
@@ -194,6 +215,8 @@ class FastPath:
         log.info("fast path ready: %d knowledge-base entries", len(self.kb))
 
     async def close(self) -> None:
+        await self.keeper.close()
+
         def close() -> None:
             for part in (self.kb, self.cache, self.misses):
                 if part is not None:
@@ -223,8 +246,57 @@ class FastPath:
             lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
         if plan.tier == "llm" and plan.routing.intent == "general" and not rules.follow_up:
+            if self.keeper.calibration is not None:
+                return await self._look_again_calibrated(message, plan, self.keeper.calibration)
             return await self._look_again(message, plan) or plan
         return plan
+
+    async def _look_again_calibrated(
+        self, message: str, declined: Plan, calibration: Calibration
+    ) -> Plan:
+        """The second look, its answer served when the calibrated estimate says it is right
+        with the promised precision, in the customer's language; otherwise its entry goes
+        to the LLM as a passage (a question in another language than the entry's)."""
+        if self.second_look is None:
+            return declined
+        nearest = await self.second_look.nearest(message)
+        if nearest is None:
+            return declined
+        judged = await self._look_up(lambda: self._second_features(message, nearest))
+        if judged is None:
+            return declined
+        entry, features = judged
+        serves, p = calibration.second_serves(features)
+        reason = f"second look: e5 {nearest.similarity:.2f}, p {p:.2f}"
+        if serves and language(entry.answer) == declined.lang:
+            candidate = Candidate("faq", p, entry.id)
+            routing = Routing("faq", p, nearest.margin, (candidate,), reason=reason)
+            source = Source("kb", entry.id, entry.question)
+            return replace(
+                declined,
+                routing=routing,
+                tier="faq",
+                reply=entry.answer,
+                source=source,
+                passages=(),
+            )
+        passages = declined.passages
+        # The first look reads words, so it finds nothing across languages: the entry e5
+        # found in another language goes to the LLM, which answers in the customer's.
+        crossing = language(entry.answer) != declined.lang
+        if crossing and entry.id not in {hit.entry.id for hit in passages}:
+            passage = Hit(entry, nearest.similarity, 0.0, nearest.similarity)
+            passages = (passage, *passages)[: max(self.settings.kb_passages, 1)]
+        return replace(declined, passages=passages)
+
+    def _second_features(
+        self, message: str, nearest: Nearest
+    ) -> tuple[KbEntry, tuple[float, ...]] | None:
+        assert self.kb is not None
+        entry = self.kb.get(nearest.entry_id)
+        if entry is None:
+            return None
+        return entry, second_features(nearest, self._findings(message, entry))
 
     async def _look_again(self, message: str, declined: Plan) -> Plan | None:
         """The second look (``service/second_look.py``), before the LLM."""
@@ -275,6 +347,13 @@ class FastPath:
             incidental=incidental,
         )
 
+    def _findings(self, message: str, entry: KbEntry, *, asked: Salient | None = None) -> Findings:
+        """The guard's objection and the words' evidence, for the calibrated decision."""
+        assert self.kb is not None
+        objection = self._objection(message, entry, asked=asked)
+        unknown, foreign = word_evidence(message, self.kb.vocabulary, self.kb.answer(entry))
+        return Findings(objection, unknown, foreign, negation_differs(message, entry.question))
+
     def _exact(self, message: str, lang: str) -> Plan | None:
         """A knowledge-base question asked word for word: no search needed."""
         assert self.kb is not None
@@ -320,11 +399,22 @@ class FastPath:
             message, query_vector=vector, k=max(self.settings.kb_passages, ROUTER_HITS)
         )
         routing = route(message, hits, config=self.router, rules=rules)
+        calibration = self.keeper.calibration
         # What the FAQ guard and the answer cache both compare: read once.
-        asked = salient(message) if routing.intent == "faq" or self.settings.answer_cache else None
+        asked = (
+            salient(message)
+            if routing.intent == "faq" or self.settings.answer_cache or calibration is not None
+            else None
+        )
+        if calibration is not None:
+            first = first_look(hits)
+            routing = self._decide_first(message, lang, first, routing, asked, calibration, rules)
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
-            objection = self._objection(message, entry, asked=asked)
+            # The calibrated decision weighed the guard's objection already.
+            objection = (
+                None if calibration is not None else self._objection(message, entry, asked=asked)
+            )
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
@@ -338,6 +428,38 @@ class FastPath:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
         return Plan(routing, lang, passages=self._passages(hits), vector=vector)
+
+    def _decide_first(
+        self,
+        message: str,
+        lang: str,
+        first: FirstLook | None,
+        routing: Routing,
+        asked: Salient | None,
+        calibration: Calibration,
+        rules: Rules,
+    ) -> Routing:
+        """The first look's best answer, served when the calibrated estimate reaches the
+        operating point and the answer is in the message's language."""
+        if first is None or first.hit is None:
+            return replace(routing, intent="general", faq=None, reason="no knowledge-base answer")
+        entry = first.hit.entry
+        findings = self._findings(message, entry, asked=asked)
+        objection = findings.objection
+        serves, p = calibration.first_serves(first_features(first.hit, first.lead, findings))
+        candidate = Candidate("faq", p, entry.id)
+        candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
+        if rules.follow_up:
+            reason: str | None = "the message follows on from an earlier one"
+        elif not serves:
+            reason = f"first look: p {p:.2f} < {calibration.point.first:.2f}"
+            if objection is not None:
+                reason += f" ({objection})"
+        elif language(entry.answer) != lang:
+            reason = f"the answer is in {language(entry.answer)}, the message {lang}"
+        else:
+            return Routing("faq", p, first.lead, candidates, faq=first.hit, reason=None)
+        return Routing("general", p, first.lead, candidates, reason=reason)
 
     def _passages(self, hits: Sequence[Hit]) -> tuple[Hit, ...]:
         """The best hit of each answer, best first, up to ``kb_passages``: three phrasings
@@ -400,6 +522,7 @@ class FastPath:
         """Rebuild what the FAQ guard reads, and evict the cached answers the change affects."""
         if change:
             assert self.kb is not None
+            self.keeper.stale = True
             self.kb.prepare()
             self._invalidate(change)
 
@@ -443,7 +566,26 @@ class FastPath:
 
         await self.run(refresh)
         await self.read_ahead()
-        await self.follow_second_look()
+        if await self.follow_second_look() == 0 and self.settings.faq_calibration:
+            self.keeper.follow(lambda: self.read_kb(KnowledgeBase.entries), self.calibrate)
+
+    async def calibrate(self) -> Calibration:
+        """Fit the decision to the knowledge base as it is now (``service/calibration.py``)."""
+        entries = await self.read_kb(KnowledgeBase.entries)
+        look = None if self.second_look is None else self.second_look.look
+
+        def probing(probe: Probe, vector: Vectors | None) -> Observation:
+            assert self.kb is not None
+            return probe_once(self.kb, look, probe, vector, self._findings, hits=ROUTER_HITS)
+
+        embed = None if self.second_look is None else self.second_look.embed
+        return await calibrate(
+            entries,
+            self.settings.faq_precision,
+            under_lock=self.run,
+            embed=embed,
+            probing=probing,
+        )
 
     async def follow_second_look(self) -> int:
         """Give the second look the knowledge base's texts it has not embedded yet (the

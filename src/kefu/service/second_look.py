@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.second_look import FORGIVEN_MAX, Known, Pick, SecondLook
+from kefu.knowledge.second_look import FORGIVEN_MAX, Known, Nearest, Pick, SecondLook
 
 log = logging.getLogger("kefu.fastpath")
 
@@ -95,6 +96,25 @@ class SecondLooker:
             )
             if not verdicts[words]:
                 return None
+
+    async def nearest(self, message: str) -> Nearest | None:
+        """The nearest answer for the calibrated decision; None past the backlog."""
+        if self._under_way >= BACKLOG:
+            return None
+        self._under_way += 1
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._thread, self._nearest, message)
+        finally:
+            self._under_way -= 1
+
+    def _nearest(self, message: str) -> Nearest | None:
+        return self.look.nearest(self.look.model.embed_queries([message])[0])
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """The calibration's probes, on the transformer's thread, between customers' passes."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self.look.model.embed_queries, texts)
 
     async def follow(self, entries: Sequence[Known]) -> int:
         """Embed up to ``FOLLOW_BATCH`` texts of entries not embedded yet and forget the

@@ -1,0 +1,87 @@
+"""What the calibrated decision reads of a message's retrieval: the same features for a
+customer's message while serving and for a probe while calibrating, so the estimate
+the calibration fits is the one serving applies.
+
+First look (the static word table and BM25, a millisecond): the best answer's fused
+score, its lead over the next answer, its lexical and dense parts, and the FAQ guard's
+findings. Second look (multilingual-e5-small): the nearest question's cosine, its lead
+over the next answer and over the nearest passage sentence, whether the first look's
+best answer is the same, the first look's score for it, and the guard's findings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kefu.knowledge.base import Hit
+from kefu.knowledge.entries import answer_key
+from kefu.knowledge.second_look import Nearest
+
+Features = tuple[float, ...]
+# A lead over the passages past this is as good as any: a knowledge base without
+# passages has none to lead, and its leads must not dwarf the others'.
+CONTEXT_LEAD_CAP = 0.2
+UNKNOWN_WORDS = "the knowledge base never mentions"
+# A negation in English or Chinese (非 is left out: 非常 is "very").
+_NEGATION = re.compile(r"\b(?:not|no|never|without|cannot)\b|n't|[不没无别未]", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What the FAQ guard and the words say about one message and one entry."""
+
+    objection: str | None  # the guard's
+    unknown: int  # content words the knowledge base never uses
+    foreign: int  # content words it uses, but not in this answer
+    negation: bool  # one of the message and the entry's question is negated, not both
+
+    def features(self) -> Features:
+        blocked = self.objection is not None
+        unknown_words = blocked and self.objection.startswith(UNKNOWN_WORDS)  # type: ignore[union-attr]
+        return (
+            float(blocked),
+            float(unknown_words),
+            float(min(self.unknown, 3)),
+            float(min(self.foreign, 3)),
+            float(self.negation),
+        )
+
+
+def negation_differs(message: str, question: str) -> bool:
+    return bool(_NEGATION.search(message)) != bool(_NEGATION.search(question))
+
+
+@dataclass(frozen=True, slots=True)
+class FirstLook:
+    """The first look's best answer: ``hit`` is its best phrasing, None when a passage
+    leads (context for the LLM, not an answer)."""
+
+    hit: Hit | None
+    lead: float
+
+
+def first_look(hits: Sequence[Hit], excluded: frozenset[str] = frozenset()) -> FirstLook | None:
+    """The best answer among the hits, leaving ``excluded`` entries out."""
+    ranked = sorted((hit for hit in hits if hit.entry.id not in excluded), key=lambda h: -h.score)
+    if not ranked:
+        return None
+    best: dict[str, Hit] = {}
+    for hit in ranked:
+        if hit.entry.kind == "faq":
+            best.setdefault(answer_key(hit.entry.answer), hit)
+    if ranked[0].entry.kind != "faq" or not best:
+        return FirstLook(None, 0.0)
+    leaders = list(best.values())
+    runner_up = leaders[1].score if len(leaders) > 1 else 0.0
+    return FirstLook(leaders[0], leaders[0].score - runner_up)
+
+
+def first_features(hit: Hit, lead: float, findings: Findings) -> Features:
+    return (hit.score, lead, hit.lexical, hit.dense, *findings.features())
+
+
+def second_features(nearest: Nearest, findings: Findings) -> Features:
+    lead = min(nearest.over_context, CONTEXT_LEAD_CAP)
+    return (nearest.similarity, nearest.margin, lead, *findings.features())

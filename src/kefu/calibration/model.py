@@ -1,0 +1,198 @@
+"""The fast path's decision as a fitted model: two logistic regressions (the first
+look's retrieval features, the second look's) and the pair of thresholds that serves
+the most right answers while the calibration probes' precision stays at the target.
+
+Plain numpy (Newton's method on an L2-penalised log-loss): a few hundred probes and
+half a dozen features fit in milliseconds, and the result is a handful of numbers
+stored as JSON with the knowledge base.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+Floats = npt.NDArray[np.float64]
+
+# The L2 penalty on standardised weights: enough to keep a feature that separates the
+# probes perfectly (an objection of the guard) from an infinite weight.
+PENALTY = 1.0
+NEWTON_STEPS = 25
+# Thresholds tried per stage: the probes' probabilities at these quantiles.
+THRESHOLD_GRID = 60
+# The curve printed by ``kefu kb calibrate`` and shown by ``kefu kb stats``.
+CURVE_TARGETS = (0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
+NEVER = 2.0  # a threshold no probability reaches
+CALIBRATION_FILE = "calibration.json"  # in the data dir, beside knowledge.db
+
+
+@dataclass(frozen=True, slots=True)
+class Logistic:
+    """P(the candidate is right) = sigmoid(weights . standardised features + bias)."""
+
+    means: tuple[float, ...]
+    scales: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    @classmethod
+    def fit(cls, features: Floats, labels: npt.NDArray[np.bool_]) -> Logistic:
+        means = features.mean(axis=0)
+        scales = np.maximum(features.std(axis=0), 1e-6)
+        x = np.hstack([(features - means) / scales, np.ones((len(features), 1))])
+        y = labels.astype(np.float64)
+        w = np.zeros(x.shape[1])
+        penalty = np.full(x.shape[1], PENALTY)
+        penalty[-1] = 0.0  # the bias is not penalised
+        for _ in range(NEWTON_STEPS):
+            p = _sigmoid(x @ w)
+            gradient = x.T @ (p - y) + penalty * w
+            hessian = (x.T * (p * (1 - p))) @ x + np.diag(penalty + 1e-9)
+            step = np.linalg.solve(hessian, gradient)
+            w -= step
+            if float(np.abs(step).max()) < 1e-8:
+                break
+        return cls(
+            tuple(map(float, means)),
+            tuple(map(float, scales)),
+            tuple(map(float, w[:-1])),
+            float(w[-1]),
+        )
+
+    def probability(self, features: Sequence[float] | Floats) -> Floats:
+        x = np.atleast_2d(np.asarray(features, dtype=np.float64))
+        z = ((x - np.asarray(self.means)) / np.asarray(self.scales)) @ np.asarray(self.weights)
+        return _sigmoid(z + self.bias)
+
+
+def _sigmoid(z: Floats) -> Floats:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -40, 40))), dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """Thresholds on each look's probability, and what they did on the probes."""
+
+    first: float
+    second: float
+    precision: float
+    coverage: float  # right answers served / probes with an answer in the knowledge base
+    served: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One look's probes: its probability for each, and whether its candidate was right."""
+
+    probability: Floats
+    right: npt.NDArray[np.bool_]
+
+
+def operating_point(first: Stage, second: Stage | None, answerable: int, target: float) -> Point:
+    """The thresholds serving the most right answers at a precision of at least
+    ``target`` on the probes: the second look answers what the first declined."""
+    best = Point(NEVER, NEVER, 1.0, 0.0, 0)
+    for t1 in _grid(first.probability):
+        by_first = first.probability >= t1
+        served1 = int(by_first.sum())
+        right1 = int((by_first & first.right).sum())
+        if second is None:
+            options = [(NEVER, 0, 0)]
+        else:
+            left = ~by_first
+            options = []
+            for t2 in _grid(second.probability[left]):
+                by_second = left & (second.probability >= t2)
+                options.append((t2, int(by_second.sum()), int((by_second & second.right).sum())))
+        for t2, served2, right2 in options:
+            served, right = served1 + served2, right1 + right2
+            if served == 0:
+                continue
+            precision = right / served
+            if precision >= target and right / max(answerable, 1) > best.coverage:
+                best = Point(t1, t2, precision, right / max(answerable, 1), served)
+    return best
+
+
+def _grid(probabilities: Floats) -> list[float]:
+    probabilities = probabilities[probabilities >= 0]  # -1: the look had no candidate
+    if not len(probabilities):
+        return [NEVER]
+    quantiles = np.quantile(probabilities, np.linspace(0, 1, THRESHOLD_GRID))
+    return sorted({float(q) for q in quantiles} | {NEVER})
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """What ``kefu kb calibrate`` (or the server, after a change) fitted to one state of
+    the knowledge base, identified by ``fingerprint``."""
+
+    fingerprint: str
+    target: float
+    first: Logistic | None  # None: too few probes of one kind to learn from; never serves
+    second: Logistic | None
+    point: Point
+    curve: tuple[Point, ...]  # the operating point at each of ``CURVE_TARGETS``
+    probes: dict[str, int] = field(default_factory=dict)  # how many of each kind
+
+    def first_serves(self, features: Sequence[float]) -> tuple[bool, float]:
+        """Whether the first look's answer may be served, and its probability of being right."""
+        return _serves(self.first, self.point.first, features)
+
+    def second_serves(self, features: Sequence[float]) -> tuple[bool, float]:
+        return _serves(self.second, self.point.second, features)
+
+    def summary(self) -> dict[str, object]:
+        """The operating point, for ``/ready`` and ``kefu kb stats``."""
+        return {
+            "target_precision": self.target,
+            "expected_precision": round(self.point.precision, 4),
+            "expected_coverage": round(self.point.coverage, 4),
+            "probes": self.probes,
+        }
+
+    def save(self, path: Path) -> None:
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(asdict(self)), encoding="utf-8")
+        partial.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> Calibration | None:
+        """None when there is none, or it cannot be read (it is fitted again)."""
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            first, second = raw["first"], raw["second"]
+            return cls(
+                fingerprint=raw["fingerprint"],
+                target=raw["target"],
+                first=None if first is None else _logistic(first),
+                second=None if second is None else _logistic(second),
+                point=Point(**raw["point"]),
+                curve=tuple(Point(**point) for point in raw["curve"]),
+                probes=raw.get("probes", {}),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _serves(
+    model: Logistic | None, threshold: float, features: Sequence[float]
+) -> tuple[bool, float]:
+    if model is None:
+        return False, 0.0
+    p = float(model.probability(features)[0])
+    return p >= threshold, p
+
+
+def _logistic(raw: dict[str, object]) -> Logistic:
+    return Logistic(
+        means=tuple(raw["means"]),  # type: ignore[arg-type]
+        scales=tuple(raw["scales"]),  # type: ignore[arg-type]
+        weights=tuple(raw["weights"]),  # type: ignore[arg-type]
+        bias=float(raw["bias"]),  # type: ignore[arg-type]
+    )

@@ -1,0 +1,135 @@
+"""The calibrated decision with the real looks (the word table, BM25, multilingual-e5-
+small) on a small knowledge base that is not the demo: fitted in the background after a
+change, stored beside the knowledge base, applied to a message, crossing languages."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from kefu.calibration.model import CALIBRATION_FILE
+from kefu.calibration.probes import fingerprint
+from kefu.cli import main
+from kefu.fastpath.hours import ServiceHours
+from kefu.fastpath.orders import SqliteOrders
+from kefu.knowledge.embedder import StaticEmbedder
+from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.second_look import E5Transformer
+from kefu.service.fast_path import FastPath
+from kefu.settings import Settings
+
+FAQ = [
+    ("What are the opening hours of the gym?", "We are open 6am to 10pm every day."),
+    ("How do I cancel my membership?", "Cancel in the app under Membership, one month notice."),
+    ("Can I bring a guest?", "Members may bring one guest a month for free."),
+    ("Is there a swimming pool?", "Yes, a 25 m pool, open until 9pm."),
+    ("How much is a personal trainer?", "Personal training costs 40 euros an hour."),
+    ("Do you have lockers?", "Lockers are free; bring your own padlock."),
+    ("Can I freeze my membership?", "You can freeze it for up to three months a year."),
+    ("Are there group classes?", "Yoga, spinning and boxing classes run daily."),
+    ("Is there parking?", "Free parking for two hours behind the building."),
+    ("How do I update my payment card?", "Change your card in the app under Payments."),
+]
+
+
+async def opened(settings: Settings) -> FastPath:
+    orders = SqliteOrders(settings.data_dir / "orders.db")
+    await orders.open()
+    fast_path = FastPath(
+        settings,
+        embedder_factory=StaticEmbedder,
+        orders=orders,
+        hours=ServiceHours.parse(settings.service_hours),
+        transformer_factory=E5Transformer,
+    )
+    await fast_path.open()
+    return fast_path
+
+
+@pytest.fixture
+async def gym(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
+    fast_path = await opened(settings_factory(fast_path=True, demo_kb=False))
+    try:
+        await fast_path.import_entries([KbEntry.make(q, a, category="gym") for q, a in FAQ])
+        yield fast_path
+    finally:
+        await fast_path.close()
+
+
+async def calibrated(fast_path: FastPath) -> None:
+    """Refresh rounds, as the server runs them, until the background fit is done."""
+    for _ in range(600):
+        await fast_path.refresh()
+        if not fast_path.keeper.stale and fast_path.keeper.status(True)["state"] == "calibrated":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no calibration")
+
+
+@pytest.mark.anyio
+async def test_a_change_is_calibrated_in_the_background_and_stored(gym: FastPath) -> None:
+    assert gym.keeper.stale
+    assert gym.keeper.status(True)["state"] == "calibrating"
+    await calibrated(gym)
+    calibration = gym.keeper.calibration
+    assert calibration is not None
+    entries = await gym.read_kb(lambda kb: kb.entries())
+    assert calibration.fingerprint == fingerprint(entries)
+    assert calibration.target == 0.95
+    assert calibration.point.precision >= 0.95  # on the probes
+    assert calibration.point.coverage > 0.3
+    stored = json.loads((gym.settings.data_dir / CALIBRATION_FILE).read_text(encoding="utf-8"))
+    assert stored["fingerprint"] == calibration.fingerprint
+    status = gym.keeper.status(True)
+    assert status["target_precision"] == 0.95
+    assert status["expected_precision"] == round(calibration.point.precision, 4)
+
+    served = await gym.plan("what time does the gym open", scope="t", failures=0)
+    assert served.tier == "faq"
+    assert served.reply == FAQ[0][1]
+    for message in ("what's the weather like tomorrow?", "how do I cancel my netflix account"):
+        declined = await gym.plan(message, scope="t", failures=0)
+        assert declined.tier == "llm", message
+
+    await gym.import_entries([KbEntry.make("Do you sell protein shakes?", "Yes, at the bar.")])
+    assert gym.keeper.stale  # the change: fitted again in the next rounds
+    await calibrated(gym)
+    assert gym.keeper.calibration is not None
+    assert gym.keeper.calibration.fingerprint != calibration.fingerprint
+
+
+@pytest.mark.anyio
+async def test_a_question_in_another_language_gets_the_entry_as_a_passage(gym: FastPath) -> None:
+    await calibrated(gym)
+    plan = await gym.plan("健身房有游泳池吗？", scope="t", failures=0)
+    assert plan.tier == "llm"  # the answer is English: the LLM answers in Chinese
+    assert plan.passages
+    assert plan.passages[0].entry.question == "Is there a swimming pool?"
+
+
+def test_kb_calibrate_prints_the_curve_and_kb_stats_the_operating_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    faq = tmp_path / "gym.csv"
+    faq.write_text(
+        "question,answer\n" + "".join(f'"{q}","{a}"\n' for q, a in FAQ), encoding="utf-8"
+    )
+    data = str(tmp_path / "data")
+    assert main(["kb", "import", "--data-dir", data, str(faq)]) == 0
+    assert main(["kb", "stats", "--data-dir", data]) == 0
+    assert "calibration: none yet" in capsys.readouterr().out
+    assert main(["kb", "calibrate", "--data-dir", data, "--faq-precision", "0.9"]) == 0
+    out, err = capsys.readouterr()
+    assert "operating point at --faq-precision 0.90: expected precision" in out
+    assert "expected curve:" in out
+    assert "calibrating [" in err  # the progress bar
+    assert main(["kb", "stats", "--data-dir", data, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["faq_answers"] == 10
+    assert stats["calibration"]["current"] is True
+    assert stats["calibration"]["target_precision"] == 0.9
+    assert main(["kb", "calibrate", "--data-dir", data, "--faq-precision", "1.5"]) == 2
