@@ -39,6 +39,10 @@ class GenerationRequest:
     messages: Sequence[ChatMessage]
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = ""
+    # Work nobody waits for (a session's summary): the embedded scheduler runs it only
+    # while no customer request waits for a slot or its first token; other engines may
+    # ignore it.
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)
