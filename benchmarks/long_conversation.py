@@ -13,7 +13,9 @@ One run, one machine, the real bundled model. For each mode a fresh ``kefu serve
 Per turn it prints TTFT p50/p99 (client side: from sending to the first `token` event)
 and the mean prompt tokens from the `done` event's usage, for turns 1, 2, 5, 10 and 20
 (those that exist), and per mode the prefix reuse: cached / prompt tokens over all
-turns. A turn 20 / turn 2 TTFT ratio near 1 is the point of ``summary``.
+turns. A turn 20 / turn 2 TTFT ratio near 1 is the point of ``summary``. Customers
+take ``--think`` seconds between a reply and their next message: the summary is built
+while no customer waits, so back-to-back turns (0) leave it little room.
 
 The figures are printed, never judged: the script exits 0 whatever the times.
 """
@@ -129,13 +131,15 @@ def server_flags(args: argparse.Namespace, mode: str) -> list[str]:
 
 
 async def conversation(
-    client: httpx.AsyncClient, url: str, number: int, turns: int
+    client: httpx.AsyncClient, url: str, number: int, turns: int, think: float
 ) -> list[TurnResult]:
     messages = [OPENING.format(order=f"LH-{500100 + number}")]
     messages += [FOLLOW_UPS[i % len(FOLLOW_UPS)] for i in range(turns - 1)]
     session_id: str | None = None
     results = []
     for turn, message in enumerate(messages, start=1):
+        if turn > 1:
+            await asyncio.sleep(think)  # the customer reads the reply and types
         session_id, result, _ = await chat_turn(client, url, message, session_id)
         results.append(
             TurnResult(turn, result.ttft, result.prompt_tokens, result.cached_tokens, "")
@@ -147,7 +151,9 @@ async def run_mode(args: argparse.Namespace, mode: str) -> list[TurnResult]:
     with kefu_server(*server_flags(args, mode)) as url:
         timeout = httpx.Timeout(300.0)
         async with httpx.AsyncClient(timeout=timeout) as client:
-            runs = [conversation(client, url, n, args.turns) for n in range(args.sessions)]
+            runs = [
+                conversation(client, url, n, args.turns, args.think) for n in range(args.sessions)
+            ]
             per_session = await asyncio.gather(*runs)
     return [result for session in per_session for result in session]
 
@@ -180,6 +186,9 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=8, help="concurrent conversations")
     parser.add_argument("--turns", type=int, default=20, help="turns per conversation")
     parser.add_argument("--max-tokens", type=int, default=48, help="reply length cap")
+    parser.add_argument(
+        "--think", type=float, default=2.0, help="seconds a customer takes between turns"
+    )
     parser.add_argument("--threads", type=int, default=2, help="decode threads")
     parser.add_argument("--model", type=Path, default=bundled_model_path(), help="GGUF file")
     parser.add_argument(
@@ -192,7 +201,8 @@ def main() -> int:
         parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
     print(
         f"long conversations: {args.sessions} sessions x {args.turns} turns, "
-        f"max_tokens {args.max_tokens}, {args.threads} threads, model {args.model.name}"
+        f"max_tokens {args.max_tokens}, think {args.think:g} s, {args.threads} threads, "
+        f"model {args.model.name}"
     )
     last = max((t for t in REPORTED_TURNS if t <= args.turns), default=1)
     for mode in modes:

@@ -32,6 +32,7 @@ class SummarisingEngine(FakeEngine):
         self.summaries = summaries
         self.customer_requests: list[GenerationRequest] = []
         self.background_requests: list[GenerationRequest] = []
+        self.warm_requests: list[GenerationRequest] = []  # the next prompt, prefilled
 
     def reply_for(self, request: GenerationRequest) -> list[str]:
         if request.background:
@@ -41,6 +42,8 @@ class SummarisingEngine(FakeEngine):
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         if not request.background:
             self.customer_requests.append(request)
+        elif request.request_id == "summary-warm":
+            self.warm_requests.append(request)
         else:
             self.background_requests.append(request)
             if self.summaries == "fail":
@@ -81,9 +84,17 @@ async def test_the_summary_and_facts_reach_later_prompts_and_the_session(
         runtime: Runtime = app.state.runtime
         session_id = await conversation(client, runtime, 4)
         assert len(engine.background_requests) == 1  # due after turn 4, not before
+        # Then the next prompt's new start is prefilled: persona + memory + turns 3-4.
+        (warm,) = engine.warm_requests
+        assert warm.background
+        assert [m.content for m in warm.messages[1:]][::2] == [
+            "question number 3",
+            "question number 4",
+        ]
         await turn(client, "what was my order again?", session_id)
 
         prompt = engine.customer_requests[-1].messages
+        assert list(prompt[: len(warm.messages)]) == list(warm.messages)
         system = prompt[0].content
         assert "LH-100234" in system
         assert SUMMARY in system

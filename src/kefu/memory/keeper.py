@@ -8,7 +8,8 @@ After each turn the keeper is told the session moved on. When more than
 
 Work is coalesced per session: one job at a time, and a turn that ends while a job
 runs asks for one more pass afterwards, not for a job of its own. The summary is a
-``background`` request: the embedded engine runs it only while no customer waits.
+``background`` request: the embedded engine runs it only while no customer waits;
+so is prefilling the next prompt's new start, so the prefix cache has it.
 A summary that fails or runs past ``timeout`` is logged and dropped; the facts read by
 code are kept anyway, and the turns are folded again at the next turn. Nothing here
 can fail a customer's turn: the reply was already sent.
@@ -25,7 +26,8 @@ from itertools import groupby
 
 from kefu.engine.base import ChatMessage, Engine, Finished, GenerationRequest, SamplingParams
 from kefu.memory.facts import merge_facts
-from kefu.memory.render import summary_prompt
+from kefu.memory.render import memory_block, summary_prompt
+from kefu.service.context import system_prompt
 from kefu.store.base import SessionMemory, SessionStore, StoredMessage
 
 log = logging.getLogger("kefu.memory")
@@ -39,6 +41,7 @@ class MemoryPolicy:
     timeout: float  # seconds one update may take (--summary-timeout)
     order_pattern: str
     order_example: str
+    persona: str
 
     @property
     def due_after(self) -> int:
@@ -130,10 +133,29 @@ class MemoryKeeper:
         finally:
             self.summary_seconds += time.perf_counter() - started
         updated = SessionMemory(summary, facts, target, time.time())
-        if await self.store.save_memory(session_id, updated):
-            self.updates += 1
-            return updated
-        return None  # the session was deleted meanwhile
+        if not await self.store.save_memory(session_id, updated):
+            return None  # the session was deleted meanwhile
+        self.updates += 1
+        verbatim = [chat for number, chat in turns if number > target]
+        await self._warm(updated, verbatim)
+        return updated
+
+    async def _warm(self, memory: SessionMemory, kept: Sequence[Sequence[ChatMessage]]) -> None:
+        """Prefill the next prompt's new start (persona + memory + the turns kept) in the
+        background, so the prefix cache has it: the turn after an update then prefills
+        only its message, like the turns between updates."""
+        system = ChatMessage("system", system_prompt(self.policy.persona, (), memory_block(memory)))
+        request = GenerationRequest(
+            messages=[system, *(m for turn in kept for m in turn)],
+            sampling=SamplingParams(max_tokens=1, temperature=0),
+            request_id="summary-warm",
+            background=True,
+        )
+        try:
+            async for _ in self.engine.generate(request):
+                pass
+        except Exception as exc:  # only a cache miss for the next turn
+            log.info("next prompt not prefilled: %s", exc)
 
     async def _summarise(self, previous: str, turns: Sequence[Sequence[ChatMessage]]) -> str:
         words = max(20, self.policy.summary_tokens * 3 // 4)

@@ -78,6 +78,7 @@ class Runtime:
             timeout=settings.summary_timeout,
             order_pattern=settings.order_pattern,
             order_example=settings.order_example,
+            persona=settings.persona,
         )
         self.memory = MemoryKeeper(
             engine=self.engine, store=self.store, policy=policy, settled=self.settled

@@ -30,8 +30,9 @@ log = logging.getLogger("kefu.engine")
 
 DECODE_OK = 0
 DECODE_NO_KV_SLOT = 1  # llama.cpp found no free KV cells; nothing was changed
-# Prompt tokens a background sequence may add to a step that decodes for customers.
-BACKGROUND_SLICE = 16
+# Prompt tokens a background sequence prefills per step (in steps with no customer): a
+# customer who arrives meanwhile waits for one such short step at most.
+BACKGROUND_SLICE = 32
 
 
 class Scheduler:
@@ -237,9 +238,6 @@ class Scheduler:
         if not keep_kv or seq.n_past == 0:
             self._forget(seq.slot)
             return
-        if seq.request.background:
-            self._forget(seq.slot)  # a summary prompt is never asked again: keep the cache
-            return
         kept = tuple(seq.tokens[: seq.n_past])
         for seq_id in self.cache.add(seq.slot, kept, pinned=seq.pin_prefix):
             self._forget(seq_id)
@@ -284,14 +282,17 @@ class Scheduler:
                 outputs.append((seq, self._add(seq, 1, logits=True)))
                 budget -= 1
         now = time.perf_counter()
+        # A background prompt is read only in steps that decode for no customer: its
+        # decode adds one token to a customer's step, its prefill would add many.
+        serving = any(not seq.request.background for seq in running)
         for seq in running:
             if budget <= 0:
                 break
-            if seq.prefilling:
+            if seq.prefilling and not (seq.request.background and serving):
                 seq.prefill_started = seq.prefill_started or now
                 count = min(budget, len(seq.prompt) - seq.n_past)
-                if seq.request.background and len(running) > 1:
-                    count = min(count, BACKGROUND_SLICE)  # a small addition to a customer's step
+                if seq.request.background:
+                    count = min(count, BACKGROUND_SLICE)
                 completes = seq.n_past + count == len(seq.prompt)
                 index = self._add(seq, count, logits=completes)
                 if completes:
