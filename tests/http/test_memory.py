@@ -180,3 +180,19 @@ async def test_window_mode_keeps_only_the_last_turns_and_builds_nothing(
         assert engine.background_requests == []
         assert len(engine.customer_requests[-1].messages) == 1 + 2 * 2 + 1
         assert (await client.get(f"/sessions/{session_id}")).json()["memory"] is None
+
+
+async def test_the_agent_desk_shows_the_memory_of_a_handed_off_session(
+    settings_factory: SettingsFactory,
+) -> None:
+    engine = SummarisingEngine()
+    app = make_app(settings_factory(**MEMORY), engine)
+    async with serve(app) as client:
+        runtime: Runtime = app.state.runtime
+        session_id = await conversation(client, runtime, 4)
+        # The handoff itself, as the fast path would store it.
+        assert await runtime.store.set_state(session_id, "handoff", "asked for a human")
+        (waiting,) = (await client.get("/agent/sessions")).json()["sessions"]
+    assert waiting["session_id"] == session_id
+    assert waiting["memory"]["summary"] == SUMMARY
+    assert waiting["memory"]["facts"]["order_numbers"] == ["LH-100234"]
