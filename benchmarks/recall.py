@@ -45,25 +45,26 @@ class Case:
     fact: str
 
 
+# One of each kind first, so that --cases 3 tries all three.
 CASES = [
     Case(
         "Hello, I am writing about order LH-731904, it never arrived.",
         "What is my order number?",
         "LH-731904",
     ),
+    Case("I bought the rain jacket in size XL and it is too small.", "What size did I buy?", "XL"),
+    Case(
+        "My new blender gives off a burning smell after a minute.",
+        "What was the problem I reported at the start?",
+        "burning",
+    ),
     Case(
         "Hi, my order LH-208815 came with a torn box.",
         "Which order number did I give you?",
         "LH-208815",
     ),
-    Case("I bought the rain jacket in size XL and it is too small.", "What size did I buy?", "XL"),
     Case(
         "The boots I got are size 38 and they pinch.", "Remind me, which size were my boots?", "38"
-    ),
-    Case(
-        "My new blender gives off a burning smell after a minute.",
-        "What was the problem I reported at the start?",
-        "burning",
     ),
     Case(
         "The desk lamp I received flickers all the time.",
