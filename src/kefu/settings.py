@@ -333,6 +333,28 @@ class Settings(BaseModel):
         description="--redis: seconds a session is kept after its last message (Redis "
         "expires it then).",
     )
+    # Long conversations: a rolling summary and facts (issue 21).
+    memory: Literal["summary", "window"] = Field(
+        "summary",
+        description="What /chat keeps of turns older than --history-turns: 'summary' (a "
+        "rolling summary plus facts such as order numbers, built in the background) or "
+        "'window' (nothing: they leave the prompt).",
+    )
+    memory_every: int = Field(
+        3,
+        ge=1,
+        description="--memory summary: turns between summary updates; the prompt grows by "
+        "appending in between, so the prefix cache reuses the conversation's KV.",
+    )
+    summary_tokens: int = Field(
+        150, ge=16, le=1024, description="--memory summary: the summary's length cap, in tokens."
+    )
+    summary_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="--memory summary: seconds one summary update may take (it waits while "
+        "customers are served); a late one is dropped and retried after the next turn.",
+    )
 
     warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")
     # Remote engines (engine/remote.py, engine/pool.py): used when --engine names URLs.

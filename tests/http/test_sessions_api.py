@@ -61,8 +61,10 @@ def test_get_session(client: TestClient) -> None:
         "state",
         "state_reason",
         "state_since",
+        "memory",
         "messages",
     }
+    assert body["memory"] is None  # two turns: nothing has left the prompt yet
     assert body["state"] == "bot"
     assert body["session_id"] == session_id
     assert body["user_id"] == "customer-7"

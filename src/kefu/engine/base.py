@@ -44,6 +44,10 @@ class GenerationRequest:
     routing_key: str = ""
     # Request fields kefu does not know, passed on to a remote engine as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Work nobody waits for (a session's summary): the embedded scheduler runs it only
+    # while no customer request waits for a slot or its first token; other engines may
+    # ignore it.
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kefu.errors import NotFound, SessionConflict
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
-from kefu.store.base import Session, StoredMessage
+from kefu.store.base import Session, SessionMemory, StoredMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +16,8 @@ class WaitingSession:
     session: Session
     waiting_seconds: float
     last_customer_message: str | None
+    # What the conversation's older turns came to (issue 21): what an agent reads first.
+    memory: SessionMemory | None = None
 
 
 async def waiting_sessions(runtime: Runtime, limit: int = 100) -> list[WaitingSession]:
@@ -26,7 +28,8 @@ async def waiting_sessions(runtime: Runtime, limit: int = 100) -> list[WaitingSe
         messages = await runtime.store.recent_turns(session.id, 1)
         last = next((m.content for m in reversed(messages) if m.role == "user"), None)
         since = session.state_since or session.updated_at
-        waiting.append(WaitingSession(session, round(now - since, 3), last))
+        memory = await runtime.store.load_memory(session.id)
+        waiting.append(WaitingSession(session, round(now - since, 3), last, memory))
     return waiting
 
 

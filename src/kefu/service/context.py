@@ -22,8 +22,12 @@ class BuiltContext:
     turns_dropped: int
 
 
-def system_prompt(persona: str, knowledge: Sequence[tuple[str, str]]) -> str:
-    """The persona first, unchanged, so its KV prefix is shared by every conversation."""
+def system_prompt(persona: str, knowledge: Sequence[tuple[str, str]], memory: str = "") -> str:
+    """The persona first, unchanged, so its KV prefix is shared by every conversation; then
+    the session's memory, which changes once every few turns, so the conversation's KV is
+    reused in between; the knowledge entries, chosen per message, last."""
+    if memory:
+        persona = f"{persona}\n\n{memory}"
     if not knowledge:
         return persona
     entries = "\n\n".join(f"Q: {question}\nA: {answer}" for question, answer in knowledge)
@@ -41,18 +45,20 @@ def build_context(
     tokenizer: Tokenizer,
     budget: int,
     knowledge: Sequence[tuple[str, str]] = (),
+    memory: str = "",
 ) -> BuiltContext:
     """Fit ``persona + knowledge + history + message`` into ``budget`` prompt tokens.
 
     ``history`` is whole turns, oldest first; the oldest turn goes first, then the
     knowledge entries (least relevant first), never the persona or the message.
+    ``memory`` (the summary and facts of older turns) stays: it is what is left of them.
     """
     user = ChatMessage("user", message)
     turns = [list(turn) for turn in history]
     kept = list(knowledge)
     dropped = 0
     while True:
-        system = ChatMessage("system", system_prompt(persona, kept))
+        system = ChatMessage("system", system_prompt(persona, kept, memory))
         messages = [system, *(m for turn in turns for m in turn), user]
         tokens = tokenizer.count_chat_tokens(messages)
         if tokens <= budget:
@@ -63,6 +69,9 @@ def build_context(
             continue
         if kept:
             kept.pop()
+            continue
+        if memory:
+            memory = ""
             continue
         raise ContextLengthExceeded(
             f"the message is too long: with the persona it needs {tokens} prompt tokens, "

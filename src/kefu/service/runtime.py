@@ -16,6 +16,7 @@ from kefu.errors import EngineNotReady, EngineUnavailable, KefuError, NotFound, 
 from kefu.fastpath.hours import ServiceHours
 from kefu.knowledge.embedder import Vectors
 from kefu.limits.admission import Admission
+from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
@@ -63,10 +64,25 @@ class Runtime:
     # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
     # so no tokenization outlives the model.
     prompts: ThreadPoolExecutor = field(init=False)
+    # Summaries of long conversations, built after the reply (--memory summary).
+    memory: MemoryKeeper = field(init=False)
 
     def __post_init__(self) -> None:
         self.observer = Observer(self.load_snapshot)
         self.prompts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kefu-prompt")
+        settings = self.settings
+        policy = MemoryPolicy(
+            window=settings.history_turns,
+            every=settings.memory_every,
+            summary_tokens=settings.summary_tokens,
+            timeout=settings.summary_timeout,
+            order_pattern=settings.order_pattern,
+            order_example=settings.order_example,
+            persona=settings.persona,
+        )
+        self.memory = MemoryKeeper(
+            engine=self.engine, store=self.store, policy=policy, settled=self.settled
+        )
 
     async def build_prompt(self, build: Callable[[], T]) -> T:
         """Run ``build`` on a prompt thread: tokenizing a long conversation takes
@@ -74,7 +90,9 @@ class Runtime:
         return await asyncio.get_running_loop().run_in_executor(self.prompts, build)
 
     async def close(self) -> None:
-        """Wait for the prompts being built; call before the engine closes."""
+        """Wait for the prompts being built and drop the summaries in flight; call before
+        the engine closes."""
+        await self.memory.close()
         await asyncio.to_thread(self.prompts.shutdown, wait=True)
 
     def load_snapshot(self) -> LoadSnapshot:

@@ -21,6 +21,8 @@ from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
 from kefu.knowledge.text import normalize
+from kefu.memory.keeper import whole_turns
+from kefu.memory.render import memory_block
 from kefu.service.context import build_context
 from kefu.service.fast_path import Plan, Source, Tier
 from kefu.service.runtime import Runtime
@@ -129,6 +131,8 @@ async def run_turn(
         if not is_new:
             # Two turns back at least: this turn's number, and whether the bot failed twice.
             turns = max(settings.history_turns, 2)
+            if settings.memory == "summary":
+                turns = max(turns, max_unsummarised(settings.history_turns, settings.memory_every))
             session, stored = await runtime.store.resume(session_id, turns)
             if session is None or not visible(session, owner):
                 raise NotFound(
@@ -156,13 +160,23 @@ async def run_turn(
             answer = _answer_fast(
                 runtime, session_id, message, user_id, plan, failed, timeline, owner
             )
-            async with aclosing(answer) as events:
-                async for event in events:
-                    yield event
+            try:
+                async with aclosing(answer) as events:
+                    async for event in events:
+                        yield event
+            finally:
+                if settings.memory == "summary":
+                    runtime.memory.turn_ended(session_id, turn_number, 0)
             return
 
         runtime.check_ready()
-        history = history_turns(stored)[-settings.history_turns :] if settings.history_turns else []
+        memory = None
+        if settings.memory == "summary" and not is_new:
+            memory = await runtime.store.load_memory(session_id)
+        covered = memory.covered_turn if memory is not None else 0
+        history = prompt_history(
+            stored, settings.history_turns, settings.memory, covered, settings.memory_every
+        )
         generation = _answer_by_llm(
             runtime,
             session_id=session_id,
@@ -175,10 +189,33 @@ async def run_turn(
             first_turn=turn_number == 1,
             timeline=timeline,
             owner=owner,
+            memory=memory_block(memory),
         )
-        async with aclosing(generation) as events:
-            async for event in events:
-                yield event
+        try:
+            async with aclosing(generation) as events:
+                async for event in events:
+                    yield event
+        finally:
+            if settings.memory == "summary":
+                runtime.memory.turn_ended(session_id, turn_number, covered)
+
+
+def max_unsummarised(window: int, every: int) -> int:
+    """Turns a summary-mode prompt holds at most: the window, the turns until the next
+    update, and as many again while a late summary catches up."""
+    return window + 2 * every
+
+
+def prompt_history(
+    stored: list[StoredMessage], window: int, memory: str, covered: int, every: int
+) -> list[list[ChatMessage]]:
+    """``window``: the last --history-turns turns. ``summary``: every turn the memory does
+    not cover yet (up to ``max_unsummarised``), so the prompt grows by appending between
+    summary updates instead of sliding (which would change it from the first turn on)."""
+    if memory == "window":
+        return history_turns(stored)[-window:] if window else []
+    turns = [chat for number, chat in whole_turns(stored) if number > covered]
+    return turns[-max_unsummarised(window, every) :]
 
 
 async def _answer_fast(
@@ -257,6 +294,7 @@ async def _answer_by_llm(
     first_turn: bool,
     timeline: Timeline,
     owner: str | None,
+    memory: str = "",
 ) -> AsyncGenerator[TurnEvent, None]:
     settings = runtime.settings
     timeline.outcome.tier = "llm"
@@ -271,6 +309,7 @@ async def _answer_by_llm(
         message=message,
         tokenizer=runtime.engine,
         budget=runtime.engine.context_window - max_tokens,
+        memory=memory,
     )
     context = await runtime.build_prompt(build)  # the trimming may tokenize it repeatedly
     timeline.mark("context_built")

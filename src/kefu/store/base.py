@@ -51,6 +51,34 @@ class Turn:
     state_reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionMemory:
+    """What a long conversation keeps of the turns that left the prompt (issue 21)."""
+
+    summary: str = ""
+    # Kept verbatim, by kind: "order_numbers", "sizes", "emails", "language", "opening".
+    facts: dict[str, list[str]] = field(default_factory=dict)
+    covered_turn: int = 0  # turns 1..covered_turn are in the summary and facts
+    updated_at: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "facts": self.facts,
+            "covered_turn": self.covered_turn,
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionMemory:
+        return cls(
+            summary=str(data.get("summary", "")),
+            facts={str(k): [str(v) for v in vs] for k, vs in dict(data.get("facts", {})).items()},
+            covered_turn=int(data.get("covered_turn", 0)),
+            updated_at=float(data.get("updated_at", 0.0)),
+        )
+
+
 class SessionStore(Protocol):
     async def open(self) -> None: ...
 
@@ -97,4 +125,13 @@ class SessionStore(Protocol):
 
     async def sessions_in_state(self, state: SessionState, limit: int = 100) -> list[Session]:
         """Oldest state change first: the customer who has waited longest comes first."""
+        ...
+
+    async def load_memory(self, session_id: str) -> SessionMemory | None:
+        """The session's summary and facts; None when none was built yet."""
+        ...
+
+    async def save_memory(self, session_id: str, memory: SessionMemory) -> bool:
+        """Replace the session's memory; False (nothing written) when the session is gone,
+        so a summary finishing after a delete leaves nothing behind."""
         ...

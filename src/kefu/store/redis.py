@@ -17,7 +17,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from kefu.shared.client import RedisClient
-from kefu.store.base import Session, SessionState, StoredMessage, Turn
+from kefu.store.base import Session, SessionMemory, SessionState, StoredMessage, Turn
 
 HANDOFF = "kefu:handoff"
 
@@ -78,6 +78,18 @@ return redis.call('HGETALL', KEYS[1])
 """
 )
 
+# KEYS: session, memory; ARGV: body, ttl. Written only while the session exists: a summary
+# finishing after a delete must not leave a memory behind. Returns 1 when written.
+SAVE_MEMORY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+
+def _memory_key(session_id: str) -> str:
+    return f"kefu:memory:{session_id}"
+
 
 def _keys(session_id: str) -> list[str]:
     return [f"kefu:session:{session_id}", f"kefu:messages:{session_id}", HANDOFF]
@@ -91,6 +103,7 @@ class RedisSessionStore:
         self._append_turn = redis.register_script(APPEND_TURN)
         self._append_message = redis.register_script(APPEND_MESSAGE)
         self._set_state = redis.register_script(SET_STATE)
+        self._save_memory = redis.register_script(SAVE_MEMORY)
 
     async def open(self) -> None:
         return None  # the pool connects on first use; a Redis that is down is a 503 then
@@ -157,7 +170,7 @@ class RedisSessionStore:
 
         async def delete(r: Redis) -> list[Any]:
             pipe = r.pipeline(transaction=True)
-            pipe.delete(session_key, messages_key)
+            pipe.delete(session_key, messages_key, _memory_key(session_id))
             pipe.zrem(index, session_id)
             return list(await pipe.execute())
 
@@ -208,6 +221,18 @@ class RedisSessionStore:
 
     async def _forget_waiting(self, session_id: str) -> None:
         await self.client.call("session.waiting", lambda r: r.zrem(HANDOFF, session_id))
+
+    async def load_memory(self, session_id: str) -> SessionMemory | None:
+        raw = await self.client.call("memory.get", lambda r: r.get(_memory_key(session_id)))
+        return SessionMemory.from_dict(json.loads(raw)) if raw else None
+
+    async def save_memory(self, session_id: str, memory: SessionMemory) -> bool:
+        keys = [f"kefu:session:{session_id}", _memory_key(session_id)]
+        args: list[str | int] = [json.dumps(memory.as_dict()), self.ttl]
+        written = await self.client.call(
+            "memory.save", lambda r: self._save_memory(keys=keys, args=args)
+        )
+        return int(written) == 1
 
 
 def _text(raw: Any) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kefu.sqlite_files import open_wal
-from kefu.store.base import Session, SessionState, StoredMessage, Turn
+from kefu.store.base import Session, SessionMemory, SessionState, StoredMessage, Turn
 
 T = TypeVar("T")
 
@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS messages (
     meta TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS messages_by_session ON messages(session_id, turn);
+CREATE TABLE IF NOT EXISTS memories (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    body TEXT NOT NULL
+);
 """
 
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
@@ -156,6 +160,7 @@ class SqliteSessionStore:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+                conn.execute("DELETE FROM memories WHERE session_id = ?", (session_id,))
                 cursor = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
                 return cursor.rowcount > 0
 
@@ -213,6 +218,30 @@ class SqliteSessionStore:
             return [Session(*row) for row in rows]
 
         return await self._run(select)
+
+    async def load_memory(self, session_id: str) -> SessionMemory | None:
+        def select(conn: sqlite3.Connection) -> SessionMemory | None:
+            row = conn.execute(
+                "SELECT body FROM memories WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return SessionMemory.from_dict(json.loads(row[0])) if row else None
+
+        return await self._run(select)
+
+    async def save_memory(self, session_id: str, memory: SessionMemory) -> bool:
+        body = json.dumps(memory.as_dict())
+
+        def upsert(conn: sqlite3.Connection) -> bool:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                cursor = conn.execute(
+                    "INSERT INTO memories (session_id, body) SELECT id, ? FROM sessions "
+                    "WHERE id = ? ON CONFLICT(session_id) DO UPDATE SET body = excluded.body",
+                    (body, session_id),
+                )
+                return cursor.rowcount > 0
+
+        return await self._run(upsert)
 
 
 def _set_state(

@@ -6,9 +6,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from kefu.api.chat.protocol import MemoryOut
+
 
 class WaitingSessionOut(BaseModel):
     session_id: str
+    # The summary and facts of the turns before the last few (--memory summary), if built.
+    memory: MemoryOut | None = None
     user_id: str | None
     reason: str | None
     since: float | None

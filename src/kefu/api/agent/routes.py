@@ -13,6 +13,7 @@ from kefu.api.agent.protocol import (
     WaitingSessionsOut,
 )
 from kefu.api.body import read_model
+from kefu.api.chat.protocol import MemoryOut
 from kefu.api.chat.routes import get_session
 from kefu.service.agents import agent_reply, release, waiting_sessions
 from kefu.service.runtime import Runtime
@@ -25,6 +26,7 @@ async def list_waiting(request: Request) -> Response:
         sessions=[
             WaitingSessionOut(
                 session_id=w.session.id,
+                memory=MemoryOut.of(w.memory),
                 user_id=w.session.user_id,
                 reason=w.session.state_reason,
                 since=w.session.state_since,

@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from kefu.store.base import SessionMemory
+
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
@@ -27,6 +29,19 @@ class MessageOut(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
+class MemoryOut(BaseModel):
+    """The rolling summary and the facts of the turns it covers (--memory summary)."""
+
+    summary: str
+    facts: dict[str, list[str]]
+    covered_turn: int
+    updated_at: float
+
+    @classmethod
+    def of(cls, memory: SessionMemory | None) -> MemoryOut | None:
+        return None if memory is None else cls(**memory.as_dict())
+
+
 class SessionOut(BaseModel):
     session_id: str
     user_id: str | None
@@ -35,4 +50,6 @@ class SessionOut(BaseModel):
     state: str
     state_reason: str | None
     state_since: float | None
+    # Before the messages: what a human picking the conversation up reads first.
+    memory: MemoryOut | None = None
     messages: list[MessageOut]

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kefu.api.body import read_model
-from kefu.api.chat.protocol import ChatRequest, MessageOut, SessionOut
+from kefu.api.chat.protocol import ChatRequest, MemoryOut, MessageOut, SessionOut
 from kefu.api.guard import owner_of
 from kefu.api.sse import EventStream, open_event_stream, sse_event
 from kefu.errors import NotFound
@@ -93,6 +93,7 @@ async def get_session(request: Request) -> Response:
     if session is None or not visible(session, owner_of(request)):
         raise NotFound(f"no session {session_id!r}", param="session_id")
     messages = await runtime.store.messages(session_id)
+    memory = await runtime.store.load_memory(session_id)
     out = SessionOut(
         session_id=session.id,
         user_id=session.user_id,
@@ -101,6 +102,7 @@ async def get_session(request: Request) -> Response:
         state=session.state,
         state_reason=session.state_reason,
         state_since=session.state_since,
+        memory=MemoryOut.of(memory),
         messages=[MessageOut(**asdict(m)) for m in messages],
     )
     return Response(out.model_dump_json(), media_type="application/json")

@@ -31,6 +31,9 @@ log = logging.getLogger("kefu.engine")
 
 DECODE_OK = 0
 DECODE_NO_KV_SLOT = 1  # llama.cpp found no free KV cells; nothing was changed
+# Prompt tokens a background sequence prefills per step (in steps with no customer): a
+# customer who arrives meanwhile waits for one such short step at most.
+BACKGROUND_SLICE = 32
 
 
 class Scheduler:
@@ -146,8 +149,7 @@ class Scheduler:
                     if self._stopping:
                         break
                     self._drop_cancelled_pending()
-                    while self._pending and len(self._active) < self.slots:
-                        self._admit_or_fail(self._pending.popleft())
+                    self._admit_pending()
                 self._step()
                 self._flush()
         except BaseException as exc:  # keep the process alive; fail what is in flight
@@ -167,6 +169,34 @@ class Scheduler:
         for seq in [s for s in self._pending if s.cancelled]:
             self._pending.remove(seq)
             seq.done = True
+
+    def _admit_pending(self) -> None:
+        """Customers first; background work only into a slot no customer waits for, and it
+        gives its slot up (failing) when a customer would otherwise wait."""
+        customers = [seq for seq in self._pending if not seq.request.background]
+        for seq in customers:
+            if len(self._active) >= self.slots:
+                self._preempt_background()
+            if len(self._active) >= self.slots:
+                break
+            self._pending.remove(seq)
+            self._admit_or_fail(seq)
+        if any(not seq.request.background for seq in self._pending):
+            return
+        while self._pending and len(self._active) < self.slots:
+            self._admit_or_fail(self._pending.popleft())
+
+    def _preempt_background(self) -> None:
+        victim = next((seq for seq in self._active if seq.request.background), None)
+        if victim is not None:
+            self._post(victim, EngineError("background work gave its slot to a customer"))
+            self._release(victim, keep_kv=False)
+
+    def _customers_waiting(self) -> bool:
+        """A customer request not yet admitted, or admitted and still before its first token."""
+        return any(not seq.request.background for seq in self._pending) or any(
+            seq.prefilling and not seq.request.background for seq in self._active
+        )
 
     def _take_seq_id(self) -> int:
         if not self._free_ids:
@@ -244,17 +274,26 @@ class Scheduler:
         self._in_batch = []
         outputs: list[tuple[Sequence, int]] = []
         budget = self.step_tokens
-        for seq in self._active:
+        # Background sequences pause (keeping their KV) while a customer waits.
+        running = self._active
+        if self._customers_waiting():
+            running = [seq for seq in self._active if not seq.request.background]
+        for seq in running:
             if not seq.prefilling:
                 outputs.append((seq, self._add(seq, 1, logits=True)))
                 budget -= 1
         now = time.perf_counter()
-        for seq in self._active:
+        # A background prompt is read only in steps that decode for no customer: its
+        # decode adds one token to a customer's step, its prefill would add many.
+        serving = any(not seq.request.background for seq in running)
+        for seq in running:
             if budget <= 0:
                 break
-            if seq.prefilling:
+            if seq.prefilling and not (seq.request.background and serving):
                 seq.prefill_started = seq.prefill_started or now
                 count = min(budget, len(seq.prompt) - seq.n_past)
+                if seq.request.background:
+                    count = min(count, BACKGROUND_SLICE)
                 completes = seq.n_past + count == len(seq.prompt)
                 index = self._add(seq, count, logits=completes)
                 if completes:

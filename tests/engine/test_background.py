@@ -1,0 +1,64 @@
+"""Background work on the real scheduler: it never runs ahead of a waiting customer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, TokenDelta
+from kefu.engine.llamacpp.engine import LlamaCppEngine
+from kefu.errors import EngineError
+
+pytestmark = [pytest.mark.model, pytest.mark.anyio]
+
+LONG = "Summarise: " + " ".join(f"The customer asked about order LH-10{i:04d}." for i in range(12))
+
+
+def request(text: str, *, background: bool, max_tokens: int) -> GenerationRequest:
+    return GenerationRequest(
+        messages=[ChatMessage("user", text)],
+        sampling=SamplingParams(max_tokens=max_tokens, temperature=0),
+        request_id="summary" if background else "customer",
+        background=background,
+    )
+
+
+async def finish(e: LlamaCppEngine, r: GenerationRequest) -> Finished:
+    async for event in e.generate(r):
+        if isinstance(event, Finished):
+            return event
+    raise AssertionError("no Finished event")
+
+
+async def test_a_customer_is_served_before_background_work_submitted_first() -> None:
+    e = LlamaCppEngine(slots=2, threads=2, warmup=False)
+    await e.start()
+    try:
+        summary = asyncio.create_task(finish(e, request(LONG, background=True, max_tokens=16)))
+        await asyncio.sleep(0)  # the summary is submitted first
+        question = request("Hello, where is my parcel?", background=False, max_tokens=8)
+        customer = await finish(e, question)
+        done = await summary
+        assert customer.timings.first_token is not None
+        assert done.timings.first_token is not None
+        assert customer.timings.first_token < done.timings.first_token
+        assert done.usage.completion_tokens > 0  # it still ran, once nobody waited
+    finally:
+        await e.close()
+
+
+async def test_background_work_gives_its_only_slot_to_a_customer() -> None:
+    e = LlamaCppEngine(slots=1, threads=2, warmup=False)
+    await e.start()
+    try:
+        events = e.generate(request(LONG, background=True, max_tokens=200))
+        started = await anext(events)  # the summary holds the one slot and decodes
+        assert isinstance(started, TokenDelta)
+        customer = await finish(e, request("Hi", background=False, max_tokens=4))
+        assert customer.usage.completion_tokens > 0
+        with pytest.raises(EngineError, match="gave its slot"):
+            async for _ in events:
+                pass
+    finally:
+        await e.close()

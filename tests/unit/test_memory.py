@@ -1,0 +1,102 @@
+"""Long conversations (issue 21): facts read by code, the memory block, where the context
+builder puts it, and which turns a prompt keeps."""
+
+from __future__ import annotations
+
+from kefu.engine.base import ChatMessage
+from kefu.engine.fake import FakeEngine
+from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
+from kefu.memory.facts import MAX_VALUES, merge_facts
+from kefu.memory.render import memory_block, summary_prompt
+from kefu.service.context import build_context
+from kefu.service.turn import prompt_history
+from kefu.store.base import SessionMemory, StoredMessage
+
+
+def facts(*user: str, known: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    return merge_facts(
+        known or {},
+        [ChatMessage("user", text) for text in user] + [ChatMessage("assistant", "LH-999999")],
+        order_pattern=DEFAULT_ORDER_PATTERN,
+        order_example=DEFAULT_ORDER_EXAMPLE,
+    )
+
+
+def test_every_order_number_size_and_address_the_customer_gives_is_kept() -> None:
+    found = facts(
+        "Order lh100234 and LH 200345 came in size XL, mail me at ann@example.com",
+        "我的订单LH-300456尺码是38",
+    )
+    assert found["order_numbers"] == ["LH-100234", "LH-200345", "LH-300456"]
+    assert found["sizes"] == ["XL", "38"]
+    assert found["emails"] == ["ann@example.com"]
+    assert found["language"] == ["zh"]  # the latest message's
+    assert found["opening"] == [
+        "Order lh100234 and LH 200345 came in size XL, mail me at ann@example.com"
+    ]
+
+
+def test_the_assistant_states_no_facts_and_merging_keeps_the_latest() -> None:
+    known = {"order_numbers": [f"LH-10000{i}" for i in range(MAX_VALUES)]}
+    found = facts("It is LH-100001 after all", known=known)
+    assert found["order_numbers"][-1] == "LH-100001"
+    assert len(found["order_numbers"]) == MAX_VALUES
+    assert "LH-999999" not in found["order_numbers"]
+    assert facts("hello") == {"opening": ["hello"], "language": ["en"]}
+
+
+def test_the_memory_block_lists_facts_then_the_summary() -> None:
+    assert memory_block(None) == ""
+    assert memory_block(SessionMemory()) == ""
+    block = memory_block(
+        SessionMemory("leaking kettle", {"order_numbers": ["LH-100234"], "language": ["en"]}, 3)
+    )
+    assert block.splitlines()[1:] == ["- Order numbers: LH-100234", "- Summary: leaking kettle"]
+    prompt = summary_prompt(
+        "older", [[ChatMessage("user", "hi"), ChatMessage("assistant", "yo")]], 50
+    )
+    assert prompt[1].content == "Summary so far: older\nCustomer: hi\nAgent: yo"
+
+
+def test_the_memory_follows_the_persona_and_goes_only_when_nothing_else_fits() -> None:
+    tokenizer = FakeEngine()
+    turns = [[ChatMessage("user", "u1"), ChatMessage("assistant", "a1")]]
+    built = build_context(
+        persona="p",
+        history=turns,
+        message="m",
+        tokenizer=tokenizer,
+        budget=100,
+        knowledge=[("q", "a")],
+        memory="facts here",
+    )
+    system = built.messages[0].content
+    assert system.startswith("p\n\nfacts here\n\n")
+    assert system.index("facts here") < system.index("Q: q")
+    tight = build_context(
+        persona="p", history=turns, message="m", tokenizer=tokenizer, budget=8, memory="x " * 50
+    )
+    assert [m.content for m in tight.messages] == ["p", "m"]
+
+
+def stored(turns: int) -> list[StoredMessage]:
+    return [
+        StoredMessage(role, f"{role}{n}", 0.0, turn=n)
+        for n in range(1, turns + 1)
+        for role in ("user", "assistant")
+    ]
+
+
+def test_summary_mode_keeps_the_turns_since_the_memory_window_mode_the_last_ones() -> None:
+    def users(turns: list[list[ChatMessage]]) -> list[str]:
+        return [turn[0].content for turn in turns]
+
+    assert users(prompt_history(stored(9), 2, "window", 0, 3)) == ["user8", "user9"]
+    assert users(prompt_history(stored(9), 2, "summary", 5, 3)) == [
+        "user6",
+        "user7",
+        "user8",
+        "user9",
+    ]
+    # A summary that lags: at most window + 2 x every turns.
+    assert len(prompt_history(stored(20), 2, "summary", 0, 3)) == 8
