@@ -22,7 +22,7 @@ from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
 from kefu.knowledge.text import normalize
 from kefu.service.context import build_context
-from kefu.service.fast_path import Plan, Source, Tier
+from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
 from kefu.service.timeline import Timeline
