@@ -43,6 +43,7 @@ from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, Pick, SecondLook, Transformer
 from kefu.knowledge.text import language
 from kefu.service import decision
+from kefu.service.cache_upkeep import evict_affected
 from kefu.service.calibration import Keeper, calibrate
 from kefu.service.plan import PASSAGE_FLOOR, Plan, Source, best_passages
 from kefu.service.rule_answers import answer_by_rule
@@ -53,11 +54,6 @@ from kefu.threads import lower_priority
 log = logging.getLogger("kefu.fastpath")
 
 T = TypeVar("T")
-# A cached answer this close (cosine distance) to a changed KB question may now be wrong.
-NEAR_A_CHANGE = 0.1
-# Past this many changed entries, evict every cached answer rather than check each one
-# against every change: a change that large re-bases what the answers should say.
-NEARNESS_CHECK_MAX = 16
 # Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
 # Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
@@ -369,23 +365,10 @@ class FastPath:
             assert self.kb is not None
             self.keeper.stale = True
             self.kb.prepare()
-            self._invalidate(change)
-
-    def _invalidate(self, change: KbChange) -> int:
-        if self.cache is None or self.embedder is None:
-            return 0
-        touched = change.touched
-        if len(touched) > NEARNESS_CHECK_MAX:
-            evicted = self.cache.evict(everything=True)
-        else:
-            evicted = self.cache.invalidate(
-                source_ids={entry.id for entry in touched},
-                near=self.embedder.embed_queries([entry.question for entry in touched]),
-                within=max(self.settings.cache_threshold, NEAR_A_CHANGE),
-            )
-        if evicted:
-            log.info("knowledge base changed: evicted %d cached answers", evicted)
-        return evicted
+            if self.cache is not None and self.embedder is not None:
+                evict_affected(
+                    self.cache, self.embedder, change, cache_threshold=self.settings.cache_threshold
+                )
 
     async def read_kb(self, read: Callable[[KnowledgeBase], T]) -> T:
         def run() -> T:
