@@ -23,44 +23,30 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Literal, TypeVar
+from dataclasses import replace
+from typing import TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
-from kefu.cache.guard import Salient, salient
-from kefu.calibration.features import (
-    Findings,
-    FirstLook,
-    first_features,
-    first_look,
-    negation_differs,
-    second_features,
-)
-from kefu.calibration.fit import Observation, probe_once
+from kefu.cache.guard import salient
+from kefu.calibration.features import first_look
+from kefu.calibration.fit import Observation
 from kefu.calibration.model import CALIBRATION_FILE, Calibration
 from kefu.calibration.probes import Probe
-from kefu.errors import Unavailable
-from kefu.fastpath.faq_guard import faq_objection, word_evidence
-from kefu.fastpath.hours import ServiceHours, handoff_reply
-from kefu.fastpath.orders import OrderBackend, order_reply, order_unavailable_reply
+from kefu.fastpath.hours import ServiceHours
+from kefu.fastpath.orders import OrderBackend
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
-from kefu.fastpath.smalltalk import smalltalk_reply
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors
-from kefu.knowledge.entries import KbEntry, answer_key
+from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
-from kefu.knowledge.second_look import (
-    SECOND_LOOK_FILE,
-    Known,
-    Nearest,
-    Pick,
-    SecondLook,
-    Transformer,
-)
+from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, Pick, SecondLook, Transformer
 from kefu.knowledge.text import language
+from kefu.service import decision
+from kefu.service.cache_upkeep import evict_affected
 from kefu.service.calibration import Keeper, calibrate
+from kefu.service.plan import PASSAGE_FLOOR, Plan, Source, best_passages
+from kefu.service.rule_answers import answer_by_rule
 from kefu.service.second_look import Incidental, SecondLooker
 from kefu.settings import Settings
 from kefu.threads import lower_priority
@@ -68,43 +54,12 @@ from kefu.threads import lower_priority
 log = logging.getLogger("kefu.fastpath")
 
 T = TypeVar("T")
-Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
-# Passages below this fused score are noise in the LLM's context, not help.
-PASSAGE_FLOOR = 0.3
-# Hits the router weighs: enough that the best answers' second phrasings are among them
-# (the demo has about a dozen phrasings per answer).
-ROUTER_HITS = 64
-# A cached answer this close (cosine distance) to a changed KB question may now be wrong.
-NEAR_A_CHANGE = 0.1
-# Past this many changed entries, evict every cached answer rather than check each one
-# against every change: a change that large re-bases what the answers should say.
-NEARNESS_CHECK_MAX = 16
 # Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
 # Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
 # here); a larger knowledge base's search would hold every other request up for longer
 # than the hop to the worker costs.
 INLINE_MAX_ENTRIES = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    kind: Literal["kb", "cache"]
-    id: str
-    question: str
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What to answer with: ``reply`` is set when the fast path answers by itself."""
-
-    routing: Routing
-    lang: str
-    tier: Tier = "llm"
-    reply: str | None = None
-    source: Source | None = None
-    passages: tuple[Hit, ...] = ()
-    vector: Vectors | None = None  # the message's embedding, to cache the LLM's answer
 
 
 class FastPath:
@@ -234,6 +189,11 @@ class FastPath:
         """Cached answers are kept apart per persona and tenant."""
         return AnswerCache.scope(self.settings.persona, tenant)
 
+    def _knowledge(self) -> KnowledgeBase:
+        """The knowledge base, for work under its lock once ``open`` made it."""
+        assert self.kb is not None
+        return self.kb
+
     # -- deciding ---------------------------------------------------------------------------
 
     async def plan(self, message: str, *, scope: str, failures: int) -> Plan:
@@ -241,7 +201,14 @@ class FastPath:
         rules = read_rules(message, failures=failures, config=self.router)
         routing = route(message, (), config=self.router, rules=rules)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
-            return await self._answer_by_rule(routing, lang, rules.mistyped_order_id)
+            return await answer_by_rule(
+                routing,
+                lang,
+                rules.mistyped_order_id,
+                settings=self.settings,
+                orders=self.orders,
+                hours=self.hours,
+            )
         plan = await self._look_up(
             lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
         )
@@ -254,49 +221,21 @@ class FastPath:
     async def _look_again_calibrated(
         self, message: str, declined: Plan, calibration: Calibration
     ) -> Plan:
-        """The second look, its answer served when the calibrated estimate says it is right
-        with the promised precision, in the customer's language; otherwise its entry goes
-        to the LLM as a passage (a question in another language than the entry's)."""
+        """The second look, weighed by the calibrated decision (``decide_second``)."""
         if self.second_look is None:
             return declined
         nearest = await self.second_look.nearest(message)
         if nearest is None:
             return declined
-        judged = await self._look_up(lambda: self._second_features(message, nearest))
+        judged = await self._look_up(
+            lambda: decision.second_look_features(self._knowledge(), message, nearest)
+        )
         if judged is None:
             return declined
         entry, features = judged
-        serves, p = calibration.second_serves(features)
-        reason = f"second look: e5 {nearest.similarity:.2f}, p {p:.2f}"
-        if serves and language(entry.answer) == declined.lang:
-            candidate = Candidate("faq", p, entry.id)
-            routing = Routing("faq", p, nearest.margin, (candidate,), reason=reason)
-            source = Source("kb", entry.id, entry.question)
-            return replace(
-                declined,
-                routing=routing,
-                tier="faq",
-                reply=entry.answer,
-                source=source,
-                passages=(),
-            )
-        passages = declined.passages
-        # The first look reads words, so it finds nothing across languages: the entry e5
-        # found in another language goes to the LLM, which answers in the customer's.
-        crossing = language(entry.answer) != declined.lang
-        if crossing and entry.id not in {hit.entry.id for hit in passages}:
-            passage = Hit(entry, nearest.similarity, 0.0, nearest.similarity)
-            passages = (passage, *passages)[: max(self.settings.kb_passages, 1)]
-        return replace(declined, passages=passages)
-
-    def _second_features(
-        self, message: str, nearest: Nearest
-    ) -> tuple[KbEntry, tuple[float, ...]] | None:
-        assert self.kb is not None
-        entry = self.kb.get(nearest.entry_id)
-        if entry is None:
-            return None
-        return entry, second_features(nearest, self._findings(message, entry))
+        return decision.decide_second(
+            declined, entry, nearest, features, calibration, kb_passages=self.settings.kb_passages
+        )
 
     async def _look_again(self, message: str, declined: Plan) -> Plan | None:
         """The second look (``service/second_look.py``), before the LLM."""
@@ -304,7 +243,9 @@ class FastPath:
             return None
 
         async def judge(pick: Pick, incidental: Incidental) -> tuple[KbEntry, str | None] | None:
-            return await self._look_up(lambda: self._judge(message, pick, incidental))
+            return await self._look_up(
+                lambda: decision.judge(self._knowledge(), message, pick, incidental)
+            )
 
         answer = await self.second_look.answer(message, judge)
         if answer is None:
@@ -317,43 +258,6 @@ class FastPath:
             declined, routing=routing, tier="faq", reply=entry.answer, source=source, passages=()
         )
 
-    def _judge(
-        self, message: str, pick: Pick, incidental: Incidental
-    ) -> tuple[KbEntry, str | None] | None:
-        """The FAQ guard's objection to the picked entry; None when it is gone since."""
-        assert self.kb is not None
-        entry = self.kb.get(pick.entry_id)
-        if entry is None:
-            return None
-        return entry, self._objection(message, entry, incidental=incidental)
-
-    def _objection(
-        self,
-        message: str,
-        entry: KbEntry,
-        *,
-        asked: Salient | None = None,
-        incidental: Incidental | None = None,
-    ) -> str | None:
-        """The FAQ guard, against this knowledge base (``faq_objection``)."""
-        assert self.kb is not None
-        return faq_objection(
-            message,
-            entry,
-            kb_words=self.kb.vocabulary,
-            answer=self.kb.answer(entry),
-            catalogue=self.kb.catalogue,
-            asked=asked,
-            incidental=incidental,
-        )
-
-    def _findings(self, message: str, entry: KbEntry, *, asked: Salient | None = None) -> Findings:
-        """The guard's objection and the words' evidence, for the calibrated decision."""
-        assert self.kb is not None
-        objection = self._objection(message, entry, asked=asked)
-        unknown, foreign = word_evidence(message, self.kb.vocabulary, self.kb.answer(entry))
-        return Findings(objection, unknown, foreign, negation_differs(message, entry.question))
-
     def _exact(self, message: str, lang: str) -> Plan | None:
         """A knowledge-base question asked word for word: no search needed."""
         assert self.kb is not None
@@ -364,39 +268,13 @@ class FastPath:
         routing = Routing("faq", 1.0, 1.0, (candidate,), reason="the question, word for word")
         return Plan(routing, lang, "faq", entry.answer, Source("kb", entry.id, entry.question))
 
-    async def _answer_by_rule(self, routing: Routing, lang: str, mistyped: str | None) -> Plan:
-        if routing.intent == "handoff":
-            reply = handoff_reply(self.hours, datetime.now(UTC), lang, routing.reason)
-            return Plan(routing, lang, "handoff", reply)
-        if routing.intent == "order_status":
-            example = self.settings.order_example
-            if routing.order_id is None:
-                reply = order_reply(None, None, lang, example=example, mistyped=mistyped)
-                return Plan(routing, lang, "tool", reply)
-            try:
-                order = await self.orders.lookup(routing.order_id)
-            except Unavailable as exc:
-                log.warning("order lookup failed: %s", exc.message)
-                reply = order_unavailable_reply(routing.order_id, lang)
-                return Plan(routing, lang, "tool", reply)
-            reply = order_reply(order, routing.order_id, lang, example=example)
-            return Plan(routing, lang, "tool", reply)
-        kind = routing.candidates[0].detail or "greeting"
-        reply = smalltalk_reply(
-            kind,
-            lang,
-            shop_name=self.settings.shop_name,
-            order_example=self.settings.order_example,
-        )
-        return Plan(routing, lang, "smalltalk", reply)
-
     def _search(self, message: str, scope: str, lang: str, rules: Rules) -> Plan:
         assert self.kb is not None
         assert self.cache is not None
         assert self.embedder is not None
         vector = self.embedder.embed_queries([message])[0]
         hits = self.kb.search(
-            message, query_vector=vector, k=max(self.settings.kb_passages, ROUTER_HITS)
+            message, query_vector=vector, k=max(self.settings.kb_passages, decision.ROUTER_HITS)
         )
         routing = route(message, hits, config=self.router, rules=rules)
         calibration = self.keeper.calibration
@@ -408,12 +286,16 @@ class FastPath:
         )
         if calibration is not None:
             first = first_look(hits)
-            routing = self._decide_first(message, lang, first, routing, asked, calibration, rules)
+            routing = decision.decide_first(
+                self.kb, message, lang, first, routing, asked, calibration, rules
+            )
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
             # The calibrated decision weighed the guard's objection already.
             objection = (
-                None if calibration is not None else self._objection(message, entry, asked=asked)
+                None
+                if calibration is not None
+                else decision.objection(self.kb, message, entry, asked=asked)
             )
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
@@ -421,56 +303,15 @@ class FastPath:
             routing = replace(routing, intent="general", faq=None, reason=objection)
         self._note_miss(message, hits, routing, None if asked is None else bool(asked.personal))
         if rules.follow_up:  # what it asks is in the conversation: not in the cache, nor for it
-            return Plan(routing, lang, passages=self._passages(hits))
+            return Plan(routing, lang, passages=best_passages(hits, self.settings.kb_passages))
         if self.settings.answer_cache:
             lookup = self.cache.lookup(scope, message, vector, asked)
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
-        return Plan(routing, lang, passages=self._passages(hits), vector=vector)
-
-    def _decide_first(
-        self,
-        message: str,
-        lang: str,
-        first: FirstLook | None,
-        routing: Routing,
-        asked: Salient | None,
-        calibration: Calibration,
-        rules: Rules,
-    ) -> Routing:
-        """The first look's best answer, served when the calibrated estimate reaches the
-        operating point and the answer is in the message's language."""
-        if first is None or first.hit is None:
-            return replace(routing, intent="general", faq=None, reason="no knowledge-base answer")
-        entry = first.hit.entry
-        findings = self._findings(message, entry, asked=asked)
-        objection = findings.objection
-        serves, p = calibration.first_serves(first_features(first.hit, first.lead, findings))
-        candidate = Candidate("faq", p, entry.id)
-        candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
-        if rules.follow_up:
-            reason: str | None = "the message follows on from an earlier one"
-        elif not serves:
-            reason = f"first look: p {p:.2f} < {calibration.point.first:.2f}"
-            if objection is not None:
-                reason += f" ({objection})"
-        elif language(entry.answer) != lang:
-            reason = f"the answer is in {language(entry.answer)}, the message {lang}"
-        else:
-            return Routing("faq", p, first.lead, candidates, faq=first.hit, reason=None)
-        return Routing("general", p, first.lead, candidates, reason=reason)
-
-    def _passages(self, hits: Sequence[Hit]) -> tuple[Hit, ...]:
-        """The best hit of each answer, best first, up to ``kb_passages``: three phrasings
-        of one answer would put its text in the prompt three times (prefill the LLM
-        pays for before its first token) and leave the runner-up answer out."""
-        chosen: dict[str, Hit] = {}
-        for hit in hits:
-            if hit.score < PASSAGE_FLOOR or len(chosen) == self.settings.kb_passages:
-                break
-            chosen.setdefault(answer_key(hit.entry.answer), hit)
-        return tuple(chosen.values())
+        return Plan(
+            routing, lang, passages=best_passages(hits, self.settings.kb_passages), vector=vector
+        )
 
     def _note_miss(
         self, message: str, hits: Sequence[Hit], routing: Routing, personal: bool | None
@@ -524,23 +365,10 @@ class FastPath:
             assert self.kb is not None
             self.keeper.stale = True
             self.kb.prepare()
-            self._invalidate(change)
-
-    def _invalidate(self, change: KbChange) -> int:
-        if self.cache is None or self.embedder is None:
-            return 0
-        touched = change.touched
-        if len(touched) > NEARNESS_CHECK_MAX:
-            evicted = self.cache.evict(everything=True)
-        else:
-            evicted = self.cache.invalidate(
-                source_ids={entry.id for entry in touched},
-                near=self.embedder.embed_queries([entry.question for entry in touched]),
-                within=max(self.settings.cache_threshold, NEAR_A_CHANGE),
-            )
-        if evicted:
-            log.info("knowledge base changed: evicted %d cached answers", evicted)
-        return evicted
+            if self.cache is not None and self.embedder is not None:
+                evict_affected(
+                    self.cache, self.embedder, change, cache_threshold=self.settings.cache_threshold
+                )
 
     async def read_kb(self, read: Callable[[KnowledgeBase], T]) -> T:
         def run() -> T:
@@ -575,8 +403,7 @@ class FastPath:
         look = None if self.second_look is None else self.second_look.look
 
         def probing(probe: Probe, vector: Vectors | None) -> Observation:
-            assert self.kb is not None
-            return probe_once(self.kb, look, probe, vector, self._findings, hits=ROUTER_HITS)
+            return decision.observe(self._knowledge(), look, probe, vector)
 
         embed = None if self.second_look is None else self.second_look.embed
         return await calibrate(

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.router import Routing
 from kefu.knowledge.text import language
-from kefu.service.fast_path import Plan
+from kefu.service.plan import Plan
 
 WAITING = Routing(
     intent="handoff", confidence=1.0, margin=1.0, candidates=(), reason="waiting for an agent"

@@ -20,8 +20,9 @@ from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
-from kefu.service.fast_path import FastPath, Plan
+from kefu.service.fast_path import FastPath
 from kefu.service.handoff import availability, waiting_plan
+from kefu.service.plan import Plan
 from kefu.service.replication import Replication
 from kefu.service.session_events import SessionEvents
 from kefu.service.session_lock import SessionLocks

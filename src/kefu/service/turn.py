@@ -24,7 +24,7 @@ from kefu.knowledge.text import normalize
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.service.context import build_context
-from kefu.service.fast_path import Plan, Source, Tier
+from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
 from kefu.service.timeline import Timeline
