@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 SUMMARY = "customer reports a leaking kettle"
 # --history-turns 2, --memory-every 2: after turn 4 turns 1-2 are folded, after 6 turns 3-4.
-MEMORY = {"history_turns": 2, "memory_every": 2}
+MEMORY = {"memory": "summary", "history_turns": 2, "memory_every": 2}
 
 
 class SummarisingEngine(FakeEngine):
@@ -115,7 +115,7 @@ async def test_between_updates_the_prompt_only_grows_by_appending(
     settings_factory: SettingsFactory,
 ) -> None:
     engine = SummarisingEngine()
-    app = make_app(settings_factory(history_turns=2, memory_every=3), engine)
+    app = make_app(settings_factory(memory="summary", history_turns=2, memory_every=3), engine)
     async with serve(app) as client:
         await conversation(client, app.state.runtime, 9)
     # Updates after turns 5 and 8: turns 6-8 extend one prompt, turn 9 starts anew.
@@ -174,7 +174,7 @@ async def test_window_mode_keeps_only_the_last_turns_and_builds_nothing(
     settings_factory: SettingsFactory,
 ) -> None:
     engine = SummarisingEngine()
-    app = make_app(settings_factory(**MEMORY, memory="window"), engine)
+    app = make_app(settings_factory(**(MEMORY | {"memory": "window"})), engine)
     async with serve(app) as client:
         session_id = await conversation(client, app.state.runtime, 7)
         assert engine.background_requests == []
