@@ -14,13 +14,10 @@ import pytest
 from kefu.calibration.model import CALIBRATION_FILE
 from kefu.calibration.probes import fingerprint
 from kefu.cli import main
-from kefu.fastpath.hours import ServiceHours
-from kefu.fastpath.orders import SqliteOrders
-from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.second_look import E5Transformer
 from kefu.service.fast_path import FastPath
 from kefu.settings import Settings
+from tests.unit.fast_path_support import opened
 
 FAQ = [
     ("What are the opening hours of the gym?", "We are open 6am to 10pm every day."),
@@ -34,20 +31,6 @@ FAQ = [
     ("Is there parking?", "Free parking for two hours behind the building."),
     ("How do I update my payment card?", "Change your card in the app under Payments."),
 ]
-
-
-async def opened(settings: Settings) -> FastPath:
-    orders = SqliteOrders(settings.data_dir / "orders.db")
-    await orders.open()
-    fast_path = FastPath(
-        settings,
-        embedder_factory=StaticEmbedder,
-        orders=orders,
-        hours=ServiceHours.parse(settings.service_hours),
-        transformer_factory=E5Transformer,
-    )
-    await fast_path.open()
-    return fast_path
 
 
 @pytest.fixture

@@ -11,31 +11,14 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 import kefu.service.second_look as second_look_module
-from kefu.fastpath.hours import ServiceHours
-from kefu.fastpath.orders import SqliteOrders
 from kefu.knowledge.base import KnowledgeBase
-from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import KbEntry, answer_key
-from kefu.knowledge.second_look import E5Transformer
 from kefu.service.fast_path import FastPath
 from kefu.settings import Settings
+from tests.unit.fast_path_support import opened
 
 SOFT = "i hate the rug, can i return it tho?"  # "hate" and "tho" are no KB words
 WIFI = "what's the wifi password at your showroom?"
-
-
-async def opened(settings: Settings) -> FastPath:
-    orders = SqliteOrders(settings.data_dir / "orders.db")
-    await orders.open()
-    fast_path = FastPath(
-        settings,
-        embedder_factory=StaticEmbedder,
-        orders=orders,
-        hours=ServiceHours.parse(settings.service_hours),
-        transformer_factory=E5Transformer,
-    )
-    await fast_path.open()
-    return fast_path
 
 
 @pytest.fixture
