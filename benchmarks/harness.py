@@ -22,21 +22,7 @@ from typing import Any
 
 import httpx
 
-# Starts llama-cpp-python's own OpenAI server with the one patch this machine needs:
-# models load without the extra (AMX/repack) buffer types, which crash in this VM.
-LLAMA_SERVER_WITH_AMX_FIX = """
-import sys
-import llama_cpp.llama_cpp as lib
-_default = lib.llama_model_default_params
-def _no_repack():
-    params = _default()
-    params.use_extra_bufts = False
-    return params
-lib.llama_model_default_params = _no_repack
-from llama_cpp.server.__main__ import main
-sys.argv = ["llama_cpp.server", *sys.argv[1:]]
-main()
-"""
+from kefu.engine.llamacpp.stock_server import LLAMA_SERVER_WITH_AMX_FIX
 
 
 def free_port() -> int:
