@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
 from kefu.api import health, observe, web
@@ -36,6 +37,7 @@ from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
 from kefu.shared.changes import SharedChanges
+from kefu.shared.claims import RedisClaims
 from kefu.state import open_state
 
 log = logging.getLogger("kefu")
@@ -94,6 +96,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             store_before_done=state.redis is not None,
         )
         state.report_to(runtime.observer)
+        if state.redis is not None:
+            runtime.claims = RedisClaims(state.redis)
         app.state.runtime = runtime
         shared = SharedChanges(state.redis) if state.redis is not None else None
         runtime.replication = shared
@@ -148,7 +152,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             *observe.routes,
             *web.routes,
         ],
-        middleware=[Middleware(ObserveRequests, report=_report), Middleware(Guard)],
+        middleware=[
+            *_cors(settings),
+            Middleware(ObserveRequests, report=_report),
+            Middleware(Guard),
+        ],
         exception_handlers={
             KefuError: kefu_error_handler,
             HTTPException: http_error_handler,
@@ -156,6 +164,27 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         },
         lifespan=lifespan,
     )
+
+
+def _cors(settings: Settings) -> list[Middleware]:
+    """--allowed-origins: a shop's own site may call the API from the browser. Outermost,
+    so a preflight is answered before auth asks it for a credential it never carries."""
+    if not settings.allowed_origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.allowed_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type", "x-api-key", "x-request-id"],
+            # What a page reads to retry politely and to report a request.
+            expose_headers=[
+                *("retry-after", "x-request-id", "server-timing"),
+                *("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"),
+            ],
+            max_age=600,
+        )
+    ]
 
 
 def _report(scope: Scope, request_id: str, status: int, timeline: Timeline) -> None:

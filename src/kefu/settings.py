@@ -245,6 +245,13 @@ class Settings(BaseModel):
         description="The shop's name in the fast path's templated replies (greeting, who am "
         "I, goodbye): 'Acme', or 'Acme|艾克美' with a Chinese name for Chinese replies.",
     )
+    allowed_origins: tuple[str, ...] = Field(
+        (),
+        description="Web origins of the shop's own sites that may embed the chat widget "
+        "(the page at / in an iframe) and call the chat API from the browser (CORS), e.g. "
+        "https://shop.example; '*' allows any; repeat the flag for several (env: separated "
+        "by commas). None: the page is same-origin only.",
+    )
     order_example: str = Field(
         "LH-100234",
         description="An order number as customers see it: replies show it as the shape to "
@@ -533,6 +540,23 @@ class Settings(BaseModel):
         if not all(part.strip() for part in value.split("|")) or value.count("|") > 1:
             raise ValueError("give the shop's name, or 'English name|Chinese name'")
         return value.strip()
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _origins_listed(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_are_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        origins = tuple(v.strip().rstrip("/") for v in value if v.strip())
+        for origin in origins:
+            if origin != "*" and not re.fullmatch(r"https?://[^/?#\s]+", origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin: give scheme://host[:port], e.g. "
+                    "https://shop.example, or '*'"
+                )
+        return origins
 
     @field_validator("order_pattern")
     @classmethod

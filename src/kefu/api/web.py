@@ -1,32 +1,118 @@
-"""The web chat page at ``/``: one static file, no CDN, no build step.
+"""The pages people use: the chat page at ``/`` (also the widget's iframe), ``/widget.js``
+for a shop's own site, and the agent console at ``/agent``. Static files of the package,
+no CDN, no build step.
 
 With auth on, each page load carries a short-lived token of its own (a visitor
 identity with the chat scope only), so the page works without a key in the
-HTML and one visitor cannot read another's sessions.
+HTML and one visitor cannot read another's sessions. The console holds no key: the
+agent types one with the admin scope.
 """
 
 from __future__ import annotations
 
+import json
 from importlib.resources import files
+from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from kefu.auth.tokens import issue_web_token
+from kefu.knowledge.entries import KbEntry
 from kefu.service.runtime import Runtime
+from kefu.settings import Settings
 
 TOKEN_SLOT = '<meta name="kefu-token" content="">'
+CONFIG_SLOT = '<script id="kefu-config" type="application/json">{}</script>'
+SUGGESTIONS = 4
+
+
+def _static(name: str) -> str:
+    return files("kefu.web").joinpath(name).read_text(encoding="utf-8")
+
+
+def shop_names(settings: Settings) -> dict[str, str]:
+    english, _, chinese = settings.shop_name.partition("|")
+    return {"en": english, "zh": chinese or english}
+
+
+def suggested(entries: list[KbEntry], asked: dict[str, int], lang: str) -> list[str]:
+    """The most asked FAQ questions in ``lang``, topped up with one per category so a new
+    shop's page suggests something from each part of its knowledge base."""
+    faqs = [e for e in entries if e.kind == "faq" and e.lang == lang]
+    ranked = sorted((e for e in faqs if asked.get(e.id)), key=lambda e: -asked[e.id])
+    chosen = ranked[:SUGGESTIONS]
+    seen = {e.category for e in chosen}
+    for entry in faqs:  # by category, then question
+        if len(chosen) >= SUGGESTIONS:
+            break
+        if entry.category not in seen and entry not in chosen:
+            chosen.append(entry)
+            seen.add(entry.category)
+    return [e.question for e in chosen]
+
+
+async def page_config(runtime: Runtime | None, settings: Settings) -> dict[str, Any]:
+    config: dict[str, Any] = {"shop": shop_names(settings), "suggestions": {"en": [], "zh": []}}
+    fast_path = runtime.fast_path if runtime is not None else None
+    if fast_path is not None and fast_path.kb is not None:
+        entries = await fast_path.read_kb(lambda kb: kb.entries())
+        asked = dict(runtime.asked) if runtime is not None else {}
+        config["suggestions"] = {lang: suggested(entries, asked, lang) for lang in ("en", "zh")}
+    return config
+
+
+def _frame_ancestors(settings: Settings) -> str:
+    """Who may show the chat page in a frame: this server, and the shops' sites."""
+    if "*" in settings.allowed_origins:
+        return "frame-ancestors *"
+    return " ".join(["frame-ancestors 'self'", *settings.allowed_origins])
 
 
 async def chat_page(request: Request) -> HTMLResponse:
-    page = files("kefu.web").joinpath("chat.html").read_text(encoding="utf-8")
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    settings = runtime.settings if runtime is not None else Settings.model_validate({})
+    page = _static("chat.html")
     if runtime is not None and runtime.access is not None:
         token = issue_web_token(await runtime.access.authenticator.web_secret())
         page = page.replace(TOKEN_SLOT, f'<meta name="kefu-token" content="{token}">')
-    # A token is per visitor: no shared cache may keep the page.
-    return HTMLResponse(page, headers={"cache-control": "no-store"})
+    # "</" cannot end the script element early: JSON allows it escaped.
+    config = json.dumps(await page_config(runtime, settings), ensure_ascii=False)
+    config = config.replace("</", "<\\/")
+    page = page.replace(CONFIG_SLOT, CONFIG_SLOT.replace("{}", config))
+    headers = {
+        # A token is per visitor: no shared cache may keep the page.
+        "cache-control": "no-store",
+        "content-security-policy": _frame_ancestors(settings),
+    }
+    return HTMLResponse(page, headers=headers)
 
 
-routes = [Route("/", chat_page, methods=["GET"])]
+async def widget_script(request: Request) -> Response:
+    return Response(
+        _static("widget.js"),
+        media_type="text/javascript",
+        headers={"cache-control": "public, max-age=300"},
+    )
+
+
+async def widget_config(request: Request) -> JSONResponse:
+    """What the widget's launcher shows before its chat is opened (read across origins)."""
+    runtime: Runtime = request.app.state.runtime
+    return JSONResponse({"shop": shop_names(runtime.settings)})
+
+
+async def agent_console(request: Request) -> HTMLResponse:
+    return HTMLResponse(
+        _static("agent.html"),
+        headers={"cache-control": "no-store", "content-security-policy": "frame-ancestors 'none'"},
+    )
+
+
+routes = [
+    Route("/", chat_page, methods=["GET"]),
+    Route("/widget.js", widget_script, methods=["GET"]),
+    Route("/widget/config", widget_config, methods=["GET"]),
+    Route("/agent", agent_console, methods=["GET"]),
+]

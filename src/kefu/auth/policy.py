@@ -12,8 +12,17 @@ if TYPE_CHECKING:
 AuthMode = Literal["none", "keys", "jwt"]
 log = logging.getLogger("kefu.auth")
 
-# Readable by anyone: probes and the static pages (the chat page carries its own token).
-PUBLIC = {("GET", "/health"), ("GET", "/ready"), ("GET", "/"), ("GET", "/dashboard")}
+# Readable by anyone: probes and the static pages (the chat page carries its own token;
+# the agent console asks its agent for a key with the admin scope).
+PUBLIC = {
+    ("GET", "/health"),
+    ("GET", "/ready"),
+    ("GET", "/"),
+    ("GET", "/dashboard"),
+    ("GET", "/agent"),
+    ("GET", "/widget.js"),
+    ("GET", "/widget/config"),
+}
 # Requests that cost an answer: the ones the token bucket and the stream cap count.
 ANSWERS = {("POST", "/chat"), ("POST", "/v1/chat/completions")}
 

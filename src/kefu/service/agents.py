@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kefu.errors import NotFound, SessionConflict
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
 from kefu.store.base import Session, SessionMemory, StoredMessage
+
+UNNAMED = "agent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +20,8 @@ class WaitingSession:
     last_customer_message: str | None
     # What the conversation's older turns came to (issue 21): what an agent reads first.
     memory: SessionMemory | None = None
+    # The agent answering it, if one took it.
+    claimed_by: str | None = None
 
 
 async def waiting_sessions(runtime: Runtime, limit: int = 100) -> list[WaitingSession]:
@@ -30,7 +34,8 @@ async def waiting_sessions(runtime: Runtime, limit: int = 100) -> list[WaitingSe
         since = session.state_since or session.updated_at
         memory = await runtime.store.load_memory(session.id)
         waiting.append(WaitingSession(session, round(now - since, 3), last, memory))
-    return waiting
+    holders = await runtime.claims.holders([w.session.id for w in waiting])
+    return [replace(w, claimed_by=holders.get(w.session.id)) for w in waiting]
 
 
 async def _handed_off(runtime: Runtime, session_id: str) -> Session:
@@ -45,14 +50,24 @@ async def _handed_off(runtime: Runtime, session_id: str) -> Session:
     return session
 
 
+async def claim(runtime: Runtime, session_id: str, agent: str) -> None:
+    """Take the conversation for ``agent`` (or renew the claim); SessionConflict when
+    another agent holds it, so two agents never answer one customer."""
+    await _handed_off(runtime, session_id)
+    holder = await runtime.claims.take(session_id, agent)
+    if holder != agent:
+        raise SessionConflict(f"session {session_id!r} is being answered by agent {holder!r}")
+
+
 async def agent_reply(
     runtime: Runtime, session_id: str, text: str, agent: str | None
 ) -> tuple[StoredMessage, int]:
     """Store the reply in the conversation, then push it to the customer's open streams.
+    The reply claims the conversation (an agent without a name claims it as "agent").
 
     Returns the stored message and how many open customer streams received it.
     """
-    await _handed_off(runtime, session_id)
+    await claim(runtime, session_id, agent or UNNAMED)
     meta = {"tier": "agent", "agent": agent}
     message = await runtime.store.append_message(session_id, text, meta)
     if message is None:  # deleted between the check and the write
@@ -67,6 +82,7 @@ async def release(runtime: Runtime, session_id: str) -> Session:
     session = await runtime.store.set_state(session_id, "bot")
     if session is None:
         raise NotFound(f"no session {session_id!r}", param="session_id")
+    await runtime.claims.drop(session_id)
     await runtime.events.publish(
         session_id, SessionEvent("state", {"state": "bot", "reason": None})
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing, asynccontextmanager
@@ -20,6 +21,7 @@ from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
+from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
 from kefu.service.handoff import availability, waiting_plan
 from kefu.service.plan import Plan
@@ -61,6 +63,10 @@ class Runtime:
     # A shared store (Redis): a turn is written before its `done` is sent, since another
     # replica may take the next message at once and a `done` promises the turn is kept.
     store_before_done: bool = False
+    # Which agent answers each handed-off conversation (Redis-held with --redis).
+    claims: Claims = field(default_factory=LocalClaims)
+    # How often each FAQ entry answered since start: the chat page suggests the most asked.
+    asked: Counter[str] = field(default_factory=Counter)
     observer: Observer = field(init=False)
     # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
     # so no tokenization outlives the model.

@@ -245,6 +245,8 @@ async def _answer_fast(
         state="handoff" if handoff else None,
         state_reason=plan.routing.reason if handoff else None,
     )
+    if plan.source is not None and plan.source.kind == "kb":
+        runtime.asked[plan.source.id] += 1
     stored = False
     try:
         yield TurnStarted(session_id)

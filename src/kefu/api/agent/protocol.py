@@ -18,6 +18,8 @@ class WaitingSessionOut(BaseModel):
     since: float | None
     waiting_seconds: float
     last_message: str | None
+    # The agent answering it (a claim); None while nobody has taken it.
+    claimed_by: str | None = None
 
 
 class WaitingSessionsOut(BaseModel):
@@ -36,3 +38,17 @@ class AgentReplyOut(BaseModel):
     turn: int
     created_at: float
     delivered: int  # customer streams open when it was sent (it is stored either way)
+
+
+AgentName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
+
+
+class ClaimIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: AgentName
+
+
+class ClaimOut(BaseModel):
+    session_id: str
+    agent: str

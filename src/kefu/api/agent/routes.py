@@ -1,4 +1,4 @@
-"""Thin routes for human agents: list waiting sessions, read one, reply, hand back."""
+"""Thin routes for human agents: list waiting sessions, read one, claim, reply, hand back."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from starlette.routing import Route
 from kefu.api.agent.protocol import (
     AgentReplyIn,
     AgentReplyOut,
+    ClaimIn,
+    ClaimOut,
     WaitingSessionOut,
     WaitingSessionsOut,
 )
 from kefu.api.body import read_model
 from kefu.api.chat.protocol import MemoryOut
 from kefu.api.chat.routes import get_session
-from kefu.service.agents import agent_reply, release, waiting_sessions
+from kefu.service.agents import agent_reply, claim, release, waiting_sessions
 from kefu.service.runtime import Runtime
 
 
@@ -32,6 +34,7 @@ async def list_waiting(request: Request) -> Response:
                 since=w.session.state_since,
                 waiting_seconds=w.waiting_seconds,
                 last_message=w.last_customer_message,
+                claimed_by=w.claimed_by,
             )
             for w in waiting
         ]
@@ -53,6 +56,15 @@ async def reply(request: Request) -> Response:
     return Response(out.model_dump_json(), status_code=201, media_type="application/json")
 
 
+async def take(request: Request) -> Response:
+    runtime: Runtime = request.app.state.runtime
+    session_id = request.path_params["session_id"]
+    body = await read_model(request, ClaimIn, runtime.settings.max_body_bytes)
+    await claim(runtime, session_id, body.agent)
+    out = ClaimOut(session_id=session_id, agent=body.agent)
+    return Response(out.model_dump_json(), media_type="application/json")
+
+
 async def hand_back(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     await release(runtime, request.path_params["session_id"])
@@ -62,6 +74,7 @@ async def hand_back(request: Request) -> Response:
 routes = [
     Route("/agent/sessions", list_waiting, methods=["GET"]),
     Route("/agent/sessions/{session_id}", get_session, methods=["GET"]),
+    Route("/agent/sessions/{session_id}/claim", take, methods=["POST"]),
     Route("/agent/sessions/{session_id}/reply", reply, methods=["POST"]),
     Route("/agent/sessions/{session_id}/release", hand_back, methods=["POST"]),
 ]
