@@ -46,7 +46,8 @@ TIMEOUT_MS = 10_000
 
 # A shop's own page. Its CSS is hostile on purpose: the widget must look the same anyway.
 SHOP_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Lumen Home — sofas</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>Lumen Home — sofas</title>
 <style>
   * { font-family: serif !important; color: #333 !important; }
   button { display: none !important; }

@@ -3,7 +3,8 @@
  * A launcher in the corner opens the chat page (/?embed=1) in an iframe. Both live in a
  * shadow root, so the shop's CSS cannot reach them, and the chat runs on kefu's origin
  * (its own storage and credentials); the server lets the shop's origin frame it and call
- * it with --allowed-origins. The launcher counts a human agent's replies while closed. */
+ * it with --allowed-origins. The launcher counts a human agent's replies while closed; the
+ * conversation's id is kept on the shop's page too, for browsers that block the iframe's. */
 (() => {
   const script = document.currentScript;
   if (!script || window.__kefuWidget) return;
@@ -49,8 +50,12 @@
   const panel = root.querySelector(".panel");
   const launcher = root.querySelector(".launcher");
   const badge = root.querySelector(".badge");
+  // Browsers that block a third party's storage leave the iframe nothing to keep the
+  // conversation in across page loads: the shop's page keeps its id instead.
+  const kept = `kefu-widget-session:${origin}`;
+  const remembered = (() => { try { return localStorage.getItem(kept); } catch { return null; } })();
   const frame = document.createElement("iframe");
-  frame.src = new URL("/?embed=1", base).href;
+  frame.src = new URL("/?embed=1" + (remembered ? "#session=" + encodeURIComponent(remembered) : ""), base).href;
   frame.title = words.chat;
   panel.appendChild(frame);
   let unread = 0;
@@ -79,6 +84,9 @@
   window.addEventListener("message", (e) => {
     if (e.origin !== origin || e.source !== frame.contentWindow || !e.data) return;
     if (e.data.kefu === "close") close();
+    else if (e.data.kefu === "session") {
+      try { if (e.data.id) localStorage.setItem(kept, e.data.id); else localStorage.removeItem(kept); } catch { /* none */ }
+    }
     else if (e.data.kefu === "agent-message" && !panel.classList.contains("open")) { unread += 1; describe(); }
   });
   describe();
