@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.conftest import PageErrors
+from tests.browser.conftest import TIMEOUT_MS, PageErrors
 from tests.e2e.support import KefuServer
 
 pytestmark = pytest.mark.browser
@@ -45,6 +45,26 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KefuServer
 def send(page: Page, message: str) -> None:
     page.fill("#text", message)
     page.get_by_role("button", name="Send").click()
+
+
+def test_the_console_needs_a_key_with_the_admin_scope(
+    browser: Browser, keyed: tuple[KefuServer, str]
+) -> None:
+    server, admin = keyed
+    context = browser.new_context()
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        console = context.new_page()
+        console.goto(server.url + "/agent")
+        expect(console.locator("#notice")).to_have_text(
+            "The server wants an API key with the admin scope."
+        )
+        console.fill("#agent-name", "mei")
+        console.fill("#api-key", admin)
+        console.locator("#api-key").press("Enter")  # a change: the list is read again
+        expect(console.locator("#notice")).to_have_text("")  # the list was read
+    finally:
+        context.close()
 
 
 def test_the_page_works_with_its_own_token(
