@@ -47,6 +47,7 @@ TIMEOUT_MS = 10_000
 # A shop's own page. Its CSS is hostile on purpose: the widget must look the same anyway.
 SHOP_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Lumen Home — sofas</title>
 <style>
   * { font-family: serif !important; color: #333 !important; }
