@@ -243,7 +243,8 @@ class Settings(BaseModel):
     shop_name: str = Field(
         "Lumen Home|流明家居",
         description="The shop's name in the fast path's templated replies (greeting, who am "
-        "I, goodbye): 'Acme', or 'Acme|艾克美' with a Chinese name for Chinese replies.",
+        "I, goodbye) and on the chat page and widget: 'Acme', or 'Acme|艾克美' with a "
+        "Chinese name for Chinese replies and pages.",
     )
     allowed_origins: tuple[str, ...] = Field(
         (),
