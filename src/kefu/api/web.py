@@ -10,6 +10,7 @@ agent types one with the admin scope.
 
 from __future__ import annotations
 
+import html
 import json
 from importlib.resources import files
 from typing import Any
@@ -25,6 +26,7 @@ from kefu.settings import Settings
 
 TOKEN_SLOT = '<meta name="kefu-token" content="">'
 CONFIG_SLOT = '<script id="kefu-config" type="application/json">{}</script>'
+TITLE_SLOT = "<title>Chat</title>"
 SUGGESTIONS = 4
 
 
@@ -81,6 +83,8 @@ async def chat_page(request: Request) -> HTMLResponse:
     config = json.dumps(await page_config(runtime, settings), ensure_ascii=False)
     config = config.replace("</", "<\\/")
     page = page.replace(CONFIG_SLOT, CONFIG_SLOT.replace("{}", config))
+    # The script names it in the browser's language; this is for the tab before it runs.
+    page = page.replace(TITLE_SLOT, f"<title>{html.escape(shop_names(settings)['en'])}</title>")
     headers = {
         # A token is per visitor: no shared cache may keep the page.
         "cache-control": "no-store",
