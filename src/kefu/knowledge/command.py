@@ -80,7 +80,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Messages whose best entry was an FAQ the server declined to serve "
         "verbatim (score, margin or the FAQ guard), most frequent first, with that entry and "
         "the reason. With --as-import FILE, write them as question,answer rows (the entry's "
-        "answer) to check, correct or delete, then `kefu kb import FILE`.",
+        "answer) to check, correct or delete, then `kefu kb import FILE`; or review them "
+        "here (ACTION: accept, reject, review).",
     )
     misses.add_argument("--limit", type=int, default=50, help="how many to show")
     misses.add_argument(
@@ -112,7 +113,12 @@ def _register_review(misses: argparse.ArgumentParser) -> None:
     # SUPPRESS: ``kefu kb misses --data-dir X accept 3`` keeps X (a sub-command's own
     # default would overwrite it).
     data_dir = argparse.ArgumentParser(add_help=False)
-    data_dir.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS, help="as above")
+    data_dir.add_argument(
+        "--data-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="folder of kefu's state (default: the data_dir setting, env KEFU_DATA_DIR)",
+    )
     actions = misses.add_subparsers(dest="misses_command", metavar="ACTION")
     take = actions.add_parser(
         "accept",
