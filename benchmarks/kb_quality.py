@@ -2,8 +2,8 @@
 
 For each knowledge base under ``data/kbs/<name>/`` (``kb.csv``: one question per
 answer; ``kb10.csv``: the same answers with up to ten phrasings; ``test.csv``:
-``lang,kind,message,expected_question`` written by someone who saw only kb.csv) and
-each of K=1 and K=10:
+``lang,kind,message,expected_question`` written by someone who saw only kb.csv, held
+out; ``dev.csv``: the same form, for tuning, ``--split dev``) and each of K=1 and K=10:
 
 1. ``kefu kb import`` into a fresh data dir, then ``kefu serve --engine fake`` on it
    with the defaults (but ``--no-answer-cache``: the cache keeps the fake engine's
@@ -82,9 +82,9 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def load_rows(kb_dir: Path, answers: dict[str, str]) -> list[Row]:
+def load_rows(kb_dir: Path, answers: dict[str, str], split: str = "test") -> list[Row]:
     rows = []
-    for r in read_csv(kb_dir / "test.csv"):
+    for r in read_csv(kb_dir / f"{split}.csv"):
         expected = r["expected_question"].strip()
         if expected and expected not in answers:
             print(f"  warning: expected question not in kb.csv: {expected[:60]!r}")
@@ -116,12 +116,12 @@ async def ask_all(url: str, rows: Sequence[Row]) -> tuple[dict[str, Any], float,
         return calibration, after, list(await asyncio.gather(*(one(row) for row in rows)))
 
 
-def run_kb(name: str, k: int, flags: Sequence[str]) -> Result:
+def run_kb(name: str, k: int, flags: Sequence[str], split: str = "test") -> Result:
     kb_dir = KBS / name
     kb_file = kb_dir / ("kb.csv" if k == 1 else f"kb{k}.csv")
     base = {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(kb_dir / "kb.csv")}
     answers = base | {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(kb_file)}
-    rows = load_rows(kb_dir, base)
+    rows = load_rows(kb_dir, base, split)
     with tempfile.TemporaryDirectory(prefix="kefu-kbq-") as tmp:
         data_dir = Path(tmp)
         subprocess.run(
@@ -233,6 +233,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--k", default="1,10", help="phrasings per answer: 1 (kb.csv), 10 (kb10.csv)"
     )
     parser.add_argument("--faq-precision", type=float, default=0.95, help="as kefu serve's flag")
+    parser.add_argument(
+        "--split",
+        choices=("test", "dev"),
+        default="test",
+        help="the messages: test.csv (held out: read once per change, at the end) or "
+        "dev.csv (tuning)",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     flags = ["--faq-precision", str(args.faq_precision)]
@@ -240,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures = []
     for name in args.kbs.split(","):
         for k in (int(k) for k in args.k.split(",")):
-            result = run_kb(name, k, flags)
+            result = run_kb(name, k, flags, args.split)
             figures.append(report(result, model, args.faq_precision))
     promised = f"{args.faq_precision:.0%}"
     print(

@@ -15,6 +15,7 @@ from kefu.calibration.model import CALIBRATION_FILE
 from kefu.calibration.probes import fingerprint
 from kefu.cli import main
 from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.service.fast_path import FastPath
 from kefu.settings import Settings
 from tests.unit.fast_path_support import opened
@@ -78,11 +79,26 @@ async def test_a_change_is_calibrated_in_the_background_and_stored(gym: FastPath
         declined = await gym.plan(message, scope="t", failures=0)
         assert declined.tier == "llm", message
 
-    await gym.import_entries([KbEntry.make("Do you sell protein shakes?", "Yes, at the bar.")])
+    # Learning from traffic: a reviewer accepts a declined message (written by the
+    # server's miss log) as a question of the entry that answers it, with the CLI.
+    message = "what would a trainer cost me for one session"
+    assert (await gym.plan(message, scope="t", failures=0)).tier == "llm"
+    await gym.refresh()  # writes the miss
+    data = str(gym.settings.data_dir)
+    log = MissLog(gym.settings.data_dir / MISSES_FILE)
+    [miss] = [m for m in log.top() if m.message == message]
+    log.close()
+    trainer = KbEntry.make(*FAQ[4])
+    assert main(["kb", "misses", "--data-dir", data, "accept", str(miss.id), trainer.id]) == 0
+    await gym.refresh()  # picks the change up, as the server does every 2 s
     assert gym.keeper.stale  # the change: fitted again in the next rounds
     await calibrated(gym)
-    assert gym.keeper.calibration is not None
-    assert gym.keeper.calibration.fingerprint != calibration.fingerprint
+    learnt = gym.keeper.calibration
+    assert learnt is not None
+    assert learnt.fingerprint != calibration.fingerprint
+    assert learnt.probes["phrasing"] == 2  # the customer's wording, held out, is a probe
+    again = await gym.plan(message, scope="t", failures=0)
+    assert (again.tier, again.reply) == ("faq", FAQ[4][1])
 
 
 @pytest.mark.anyio

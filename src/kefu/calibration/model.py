@@ -154,6 +154,9 @@ class Calibration:
             "expected_precision": round(self.point.precision, 4),
             "expected_coverage": round(self.point.coverage, 4),
             "probes": self.probes,
+            # Which state of the knowledge base it was fitted to: a change is calibrated
+            # once /ready shows the new one.
+            "fingerprint": self.fingerprint,
         }
 
     def save(self, path: Path) -> None:

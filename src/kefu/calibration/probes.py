@@ -11,6 +11,15 @@ can stand in for:
   "i'm in a hurry, ...", 麻烦问下，...). The only right-answer probes an answer with
   one question has, and easier than a real paraphrase (the question's own words):
   an estimate fitted on them alone is optimistic where customers use other words.
+- ``mixed``: half of a question's content words and a few of its answer's, shuffled;
+  ``answer``: the answer's first sentence. Customers word a question neither as the
+  FAQ's writer did nor with its words alone: they name what they have in front of
+  them, which is often in the answer ("can I pay with PayPal"). On the dev messages
+  written for three knowledge bases, these probes' e5 similarity, lead and hit rate
+  (median 0.87-0.93, 0.01-0.02, 50-75 % nearest right) sit where real paraphrases'
+  do (0.88-0.92, 0.01-0.02, ~55 %), while ``reworded`` sits far above (0.96-0.99,
+  0.07, 99 %). Labelled with their own answer: where the looks pick another, that is
+  a wrong answer of the kind customers' wording causes.
 - ``removed``: an answer's question asked while the whole answer is left out: the
   knowledge base's own topic, with nothing that answers it. Every answer has one.
 - ``perturbed``: a question with its most specific word swapped for another answer's
@@ -40,14 +49,21 @@ from typing import Literal
 from kefu.knowledge.entries import KbEntry, answer_key
 from kefu.knowledge.text import is_cjk_word, language, normalize, words_of
 
-ProbeKind = Literal["phrasing", "reworded", "removed", "perturbed", "out_of_scope"]
+ProbeKind = Literal[
+    "phrasing", "reworded", "mixed", "answer", "removed", "perturbed", "out_of_scope"
+]
 OUT_OF_SCOPE = Path(__file__).parent / "static" / "out_of_scope.txt"
 ASIDES = Path(__file__).parent / "static" / "asides.txt"
 ELSEWHERE = Path(__file__).parent / "static" / "elsewhere.txt"
+CUSTOMER_WORDS = Path(__file__).parent / "static" / "customer_words.txt"
 # Bounds on the probes of each kind: the second look embeds each one (about 17 ms a
 # pass), so a large knowledge base is sampled, not walked.
 MAX_PHRASINGS = 600
 MAX_PER_KIND = 300
+# Mixed probes per answer, and the answer's words each takes.
+MIXED_PER_ANSWER = 2
+ANSWER_WORDS = 3
+_SENTENCE_END = re.compile(r"(?<=[.;!?。；！？])\s*")
 # Words a question is asked with rather than about: dropped when it is cut down.
 _FRAME_WORDS = """
 a an the i me my we us our you your it its is are was be been do does did can could will
@@ -95,6 +111,16 @@ def make_probes(entries: Sequence[KbEntry]) -> list[Probe]:
         for entry in groups[key][:2]
         for text in rewordings(entry.question, rng)
     ]
+    mixed = [
+        Probe(text, "mixed", key)
+        for key in answers
+        for text in mixtures(groups[key][0].question, groups[key][0].answer, rng)
+    ]
+    from_answers = [
+        Probe(sentence, "answer", key)
+        for key in answers
+        if (sentence := first_sentence(groups[key][0].answer)) is not None
+    ]
     removed = [
         Probe(
             rng.choice(groups[key]).question,
@@ -121,6 +147,7 @@ def make_probes(entries: Sequence[KbEntry]) -> list[Probe]:
     rng.shuffle(perturbed)
     perturbed = perturbed[: len(answers)]
     probes += _sample(reworded, MAX_PER_KIND, rng) + _sample(removed, MAX_PER_KIND, rng)
+    probes += _sample(mixed, MAX_PER_KIND, rng) + _sample(from_answers, MAX_PER_KIND, rng)
     probes += _sample([Probe(t, "perturbed", None) for t in perturbed], MAX_PER_KIND, rng)
     probes += [Probe(text, "out_of_scope", None) for text in out_of_scope()]
     return probes
@@ -150,6 +177,36 @@ def rewordings(question: str, rng: random.Random) -> list[str]:
             seen.add(normalize(text))
             unique.append(text)
     return unique
+
+
+def mixtures(question: str, answer: str, rng: random.Random) -> list[str]:
+    """Half the question's content words and ``ANSWER_WORDS`` of the answer's, shuffled."""
+    mine = _content(question)
+    theirs = [w for w in dict.fromkeys(_content(answer)) if w not in mine]
+    if not mine or not theirs:
+        return []
+    lang = language(question)
+    joiner = "" if lang == "zh" else " "
+    own = [w for w in _lines(CUSTOMER_WORDS) if language(w) == lang]
+    out: list[str] = []
+    for n in range(MIXED_PER_ANSWER):
+        words = rng.sample(mine, max(1, len(mine) // 2))
+        words += rng.sample(theirs, min(ANSWER_WORDS, len(theirs)))
+        if n % 2 and own:  # every other one with a word of the customer's own
+            words.append(rng.choice(own))
+        rng.shuffle(words)
+        text = joiner.join(words)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def first_sentence(answer: str) -> str | None:
+    """The answer's first sentence of some length (a statement in the answer's words)."""
+    for sentence in _SENTENCE_END.split(answer.strip()):
+        if len(sentence) >= (8 if language(sentence) == "zh" else 20):
+            return sentence[:200]
+    return None
 
 
 def _set_elsewhere(question: str, places: list[str], rng: random.Random) -> str:

@@ -21,7 +21,8 @@ from kefu.data_dir import chosen_data_dir, data_dir_option
 from kefu.errors import KefuError
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.importers import SUFFIXES, parse_file
-from kefu.knowledge.misses import MISSES_FILE, MissLog
+from kefu.knowledge.misses import MISSES_FILE, STATES, MissLog
+from kefu.knowledge.review import accept, review
 from kefu.settings import SettingsError
 
 EXIT_ERROR = 2
@@ -79,14 +80,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Messages whose best entry was an FAQ the server declined to serve "
         "verbatim (score, margin or the FAQ guard), most frequent first, with that entry and "
         "the reason. With --as-import FILE, write them as question,answer rows (the entry's "
-        "answer) to check, correct or delete, then `kefu kb import FILE`.",
+        "answer) to check, correct or delete, then `kefu kb import FILE`; or review them "
+        "here (ACTION: accept, reject, review).",
     )
     misses.add_argument("--limit", type=int, default=50, help="how many to show")
     misses.add_argument(
         "--as-import", type=Path, metavar="FILE", help="write a CSV for `kefu kb import`"
     )
     misses.add_argument("--clear", action="store_true", help="forget every miss kept so far")
+    misses.add_argument(
+        "--state",
+        choices=STATES,
+        default="open",
+        help="list the open misses (default) or those already accepted or rejected",
+    )
     misses.set_defaults(run=run_misses)
+    _register_review(misses)
 
     remove = kb.add_parser("remove", parents=[data_dir], help="remove entries by id")
     remove.add_argument("ids", nargs="+", metavar="ID", help="entry ids (from kefu kb list)")
@@ -96,6 +105,50 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     from kefu.calibration.command import register as register_calibration
 
     register_calibration(kb, [data_dir, as_json], _with_kb, stderr_bar)
+
+
+def _register_review(misses: argparse.ArgumentParser) -> None:
+    """``kefu kb misses accept|reject|review``: a reviewed miss becomes a question of the
+    entry that answers it (and the server's calibration is fitted again), or leaves."""
+    # SUPPRESS: ``kefu kb misses --data-dir X accept 3`` keeps X (a sub-command's own
+    # default would overwrite it).
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument(
+        "--data-dir",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="folder of kefu's state (default: the data_dir setting, env KEFU_DATA_DIR)",
+    )
+    actions = misses.add_subparsers(dest="misses_command", metavar="ACTION")
+    take = actions.add_parser(
+        "accept",
+        parents=[data_dir],
+        help="add a miss as a question of the entry whose answer answers it",
+        description="The miss's message becomes a new question with ENTRY_ID's answer "
+        "(default: the entry the server found nearest, shown by `kefu kb misses`). A "
+        "running server picks the change up and fits its calibration again.",
+    )
+    take.add_argument("miss_id", type=int, metavar="MISS_ID", help="the id `kefu kb misses` shows")
+    take.add_argument("entry_id", nargs="?", metavar="ENTRY_ID", help="the entry to answer it")
+    take.set_defaults(run=run_accept)
+    drop = actions.add_parser(
+        "reject",
+        parents=[data_dir],
+        help="mark misses that no entry answers as reviewed",
+        description="They leave the open list; the knowledge base is not changed.",
+    )
+    drop.add_argument("miss_ids", nargs="+", type=int, metavar="MISS_ID")
+    drop.set_defaults(run=run_reject)
+    walk = actions.add_parser(
+        "review",
+        parents=[data_dir],
+        help="go through the open misses one by one",
+        description="Shows each open miss (most frequent first) with the entries nearest it; "
+        "answer with a number to accept it as that entry's question, an entry id, r to "
+        "reject, s to skip, q to stop.",
+    )
+    walk.add_argument("--limit", type=int, default=50, help="how many misses to go through")
+    walk.set_defaults(run=run_review)
 
 
 def _open(args: argparse.Namespace) -> KnowledgeBase:
@@ -166,7 +219,7 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _short(text: str, width: int) -> str:
+def short(text: str, width: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
 
@@ -182,7 +235,7 @@ def run_list(args: argparse.Namespace) -> int:
         print(json.dumps([dataclasses.asdict(e) for e in entries], ensure_ascii=False, indent=2))
         return 0
     for e in entries:
-        print(f"{e.id}  {e.kind:7}  {e.category or '-':12}  {_short(e.question, 60)}")
+        print(f"{e.id}  {e.kind:7}  {e.category or '-':12}  {short(e.question, 60)}")
     print(f"{len(entries)} entries", file=sys.stderr)
     return 0
 
@@ -210,7 +263,7 @@ def run_search(args: argparse.Namespace) -> int:
     for h in hits:
         print(
             f"{h.score:6.3f} {h.lexical:7.3f} {h.dense:6.3f}  {h.entry.id}  "
-            f"{_short(h.entry.question, 60)}"
+            f"{short(h.entry.question, 60)}"
         )
     return 0
 
@@ -226,7 +279,7 @@ def run_misses(args: argparse.Namespace) -> int:
         if args.clear:
             print(f"forgot {log.clear()} misses")
             return 0
-        found = log.top(args.limit)
+        found = log.top(args.limit, args.state)
     finally:
         log.close()
     if args.as_import is not None:
@@ -239,12 +292,72 @@ def run_misses(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([dataclasses.asdict(m) for m in found], ensure_ascii=False, indent=2))
         return 0
-    print(f"{'count':>5} {'score':>5}  message  ->  best entry  (why declined)")
+    print(f"{'id':>5} {'count':>5} {'score':>5}  message  ->  best entry  (why declined)")
     for m in found:
         print(
-            f"{m.count:5d} {m.score:5.2f}  {_short(m.message, 50)}  ->  "
-            f"{_short(m.question, 40)}  ({_short(m.reason, 50)})"
+            f"{m.id:5d} {m.count:5d} {m.score:5.2f}  {short(m.message, 50)}  ->  "
+            f"{short(m.question, 40)} [{m.entry_id}]  ({short(m.reason, 50)})"
         )
+    if found and args.state == "open":
+        print(
+            "accept one as a question of an entry: kefu kb misses accept ID [ENTRY_ID]; "
+            "reject: kefu kb misses reject ID...; one by one: kefu kb misses review",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _reviewing(
+    command: Callable[[argparse.Namespace, KnowledgeBase, MissLog], int],
+) -> Callable[[argparse.Namespace], int]:
+    @_guarded
+    def run(args: argparse.Namespace) -> int:
+        path = chosen_data_dir(args) / MISSES_FILE
+        if not path.exists():
+            print(f"no misses recorded yet at {path}", file=sys.stderr)
+            return EXIT_ERROR
+        log = MissLog(path)
+        try:
+            kb = _open(args)
+            try:
+                return command(args, kb, log)
+            finally:
+                kb.close()
+        finally:
+            log.close()
+
+    return run
+
+
+@_reviewing
+def run_accept(args: argparse.Namespace, kb: KnowledgeBase, log: MissLog) -> int:
+    added = accept(kb, log, args.miss_id, args.entry_id)
+    print(f"added {added.id}  {short(added.question, 60)}  ->  {short(added.answer, 40)}")
+    return 0
+
+
+@_guarded
+def run_reject(args: argparse.Namespace) -> int:
+    path = chosen_data_dir(args) / MISSES_FILE
+    log = MissLog(path)
+    try:
+        log.settle(args.miss_ids, "rejected")
+    finally:
+        log.close()
+    print(f"rejected {len(args.miss_ids)}")
+    return 0
+
+
+@_reviewing
+def run_review(args: argparse.Namespace, kb: KnowledgeBase, log: MissLog) -> int:
+    def ask(prompt: str) -> str:
+        try:
+            return input(prompt)
+        except EOFError:
+            return "q"
+
+    done = review(kb, log, ask=ask, say=print, limit=args.limit)
+    print(f"accepted {done['accepted']}, rejected {done['rejected']}, skipped {done['skipped']}")
     return 0
 
 
@@ -256,5 +369,5 @@ def run_remove(args: argparse.Namespace) -> int:
     finally:
         kb.close()
     for entry in change.removed:
-        print(f"removed {entry.id}  {_short(entry.question, 60)}")
+        print(f"removed {entry.id}  {short(entry.question, 60)}")
     return 0

@@ -5,7 +5,14 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from kefu.calibration.probes import fingerprint, make_probes, rewordings, swap_subject
+from kefu.calibration.probes import (
+    fingerprint,
+    first_sentence,
+    make_probes,
+    mixtures,
+    rewordings,
+    swap_subject,
+)
 from kefu.knowledge.entries import KbEntry, answer_key
 
 ENTRIES = [
@@ -68,3 +75,31 @@ def test_the_fingerprint_follows_the_answers() -> None:
     changed = [*ENTRIES[:-1], KbEntry.make(ENTRIES[-1].question, "在App里修改。")]
     assert fingerprint(ENTRIES) == fingerprint(list(reversed(ENTRIES)))
     assert fingerprint(ENTRIES) != fingerprint(changed)
+
+
+def test_mixed_probes_take_words_of_the_question_and_of_its_answer() -> None:
+    question = "How much does the premium plan cost?"
+    answer = "Premium is billed monthly through PayPal or a debit card."
+    plain, with_own = mixtures(question, answer, random.Random(0))
+    question_words = {"much", "premium", "plan", "cost"}
+    for text in (plain, with_own):
+        words = set(text.split())
+        assert words & question_words
+        assert words & {"billed", "monthly", "through", "paypal", "debit", "card"}
+    assert len(with_own.split()) == len(plain.split()) + 1  # a word of the customer's own
+    assert mixtures("怎么修改绑定的手机号？", "在账户设置里修改手机号。", random.Random(0))
+    assert first_sentence("Yes. Premium is $10 a month, billed monthly. Cancel any time.") == (
+        "Premium is $10 a month, billed monthly."
+    )
+
+
+def test_mixed_and_answer_probes_ask_for_their_own_answer() -> None:
+    probes = make_probes(ENTRIES)
+    kinds = Counter(probe.kind for probe in probes)
+    assert kinds["mixed"] > 0
+    assert kinds["answer"] == 4  # one per answer
+    keys = {answer_key(e.answer) for e in ENTRIES}
+    for probe in probes:
+        if probe.kind in ("mixed", "answer"):
+            assert probe.answer in keys
+            assert not probe.excluded
