@@ -12,8 +12,16 @@ if TYPE_CHECKING:
 AuthMode = Literal["none", "keys", "jwt"]
 log = logging.getLogger("kefu.auth")
 
-# Readable by anyone: probes and the static pages (the chat page carries its own token).
-PUBLIC = {("GET", "/health"), ("GET", "/ready"), ("GET", "/"), ("GET", "/dashboard")}
+# Readable by anyone: probes, the static pages (the chat page carries its own token) and
+# the API's description.
+PUBLIC = {
+    ("GET", "/health"),
+    ("GET", "/ready"),
+    ("GET", "/"),
+    ("GET", "/dashboard"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+}
 # Requests that cost an answer: the ones the token bucket and the stream cap count.
 ANSWERS = {("POST", "/chat"), ("POST", "/v1/chat/completions")}
 

@@ -7,10 +7,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from kefu.api.protocol import NoNul
 from kefu.knowledge.base import Hit, KbChange
 from kefu.knowledge.entries import KbEntry
 
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *NoNul]
 
 
 class EntryIn(BaseModel):
@@ -18,7 +19,7 @@ class EntryIn(BaseModel):
 
     question: Text
     answer: Text
-    category: Annotated[str, StringConstraints(max_length=128)] | None = None
+    category: Annotated[str, StringConstraints(max_length=128), *NoNul] | None = None
 
 
 class EntryOut(BaseModel):
