@@ -128,7 +128,13 @@ def test_a_stream_that_breaks_the_document_is_caught(shared_client: TestClient) 
 
 
 def test_security_follows_the_auth_policy(tmp_path: Path) -> None:
-    settings = Settings(engine=("fake",), data_dir=tmp_path, fast_path=False, auth="keys")
+    values: dict[str, Any] = {
+        "engine": ("fake",),
+        "data_dir": tmp_path,
+        "fast_path": False,
+        "auth": "keys",
+    }
+    settings = Settings(**values)
     with TestClient(make_app(settings, FakeEngine())) as client:
         wait_ready(client)
         open_doc = client.get("/openapi.json")  # public, like the probes

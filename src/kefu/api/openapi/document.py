@@ -79,7 +79,8 @@ def build_document(routes: Sequence[BaseRoute], settings: Settings) -> dict[str,
     for _, _, op in declared:
         wanted |= dict.fromkeys(_models(op) if op is not None else ())
     refs, schemas = models_json_schema(list(wanted), ref_template=REF)
-    build = _Builder(refs={model: ref for (model, _), ref in refs.items()}, secured=secured)
+    by_model = {model: ref for (model, _), ref in refs.items() if issubclass(model, BaseModel)}
+    build = _Builder(refs=by_model, secured=secured)
     paths: dict[str, dict[str, Any]] = {}
     for method, route, op in declared:
         item = paths.setdefault(route.path, {})
