@@ -168,6 +168,10 @@ def probes(body_timeout: float) -> list[Probe]:
         Probe("max_tokens 0", _write(_v1(', "max_tokens": 0')), (400,)),
         Probe("max_tokens -1", _write(_v1(', "max_tokens": -1')), (400,)),
         Probe("max_completion_tokens 0", _write(_v1(', "max_completion_tokens": 0')), (400,)),
+        # Not refused, by design: clamped to the room left in the context window.
+        Probe("max_tokens 10^9 (clamped)", _write(_v1(', "max_tokens": 1000000000')), (200,)),
+        # Not refused, by design: one model is served, and any name is answered by it.
+        Probe("unknown model (served)", _write(_v1(', "model": "no-such-model"')), (200,)),
         Probe(
             "session_id '../../etc/passwd'",
             _write(_chat(b'{"message": "hi", "session_id": "../../etc/passwd"}')),

@@ -1,6 +1,6 @@
 """Bad input by hand, over raw sockets, to a real ``kefu serve`` (fake engine: the HTTP layer
-is under test): each probe gets a clear 4xx in the OpenAI envelope within a bounded time,
-the server stays up, and nothing is stored."""
+is under test): each probe gets a clear 4xx in the OpenAI envelope (or, for the two kefu
+serves by design, a 200) within a bounded time, the server stays up, and nothing is stored."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
 
 
 @pytest.mark.parametrize("probe", probes(BODY_TIMEOUT_S), ids=lambda p: p.name)
-def test_bad_input_gets_a_clear_4xx(server: KefuServer, probe: Probe) -> None:
+def test_each_probe_gets_its_answer(server: KefuServer, probe: Probe) -> None:
     before = stored_counts(server.data_dir)
     answer = exchange("127.0.0.1", server.port, probe)
     assert answer.statuses == list(probe.expect), answer.body[:300]
