@@ -26,7 +26,7 @@ class WaitingSessionsOut(BaseModel):
 
 
 class AgentReplyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *NoNul]
     agent: Annotated[str, StringConstraints(max_length=128), *NoNul] | None = None

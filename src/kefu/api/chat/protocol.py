@@ -13,7 +13,7 @@ SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128), *NoN
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *NoNul]
     session_id: SessionId | None = None

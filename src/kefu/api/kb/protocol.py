@@ -15,7 +15,7 @@ Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *N
 
 
 class EntryIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     question: Text
     answer: Text
