@@ -37,7 +37,11 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="kefu-fuzz-") as data_dir:
         values: dict[str, object] = {"data_dir": Path(data_dir), "threads": 2, "max_tokens": 16}
-        if not args.real_model:
+        if args.real_model:
+            # A short window keeps the longest reply a request may ask for (max_tokens is
+            # clamped to the room left) to seconds, not minutes, on 2 CPU cores.
+            values["context_size"] = 512
+        else:
             values["engine"] = ("fake",)
         settings = Settings.model_validate(values)
         app = create_app(settings, build_engine)

@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
+from requests.exceptions import RequestException
 from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
@@ -122,6 +123,10 @@ def _runner(
         report.examples += 1
         try:
             response = case.call_and_validate(checks=CHECKS, timeout=timeout)
+        except RequestException as exc:  # no answer in time: a failure to count, not a crash
+            key = f"{case.operation.label} [{mode}]: {type(exc).__name__}"
+            report.failures.setdefault(key, f"{exc}\n{case.as_curl_command()}")
+            return
         except (AssertionError, FailureGroup) as exc:
             failures = exc.exceptions if isinstance(exc, FailureGroup) else (exc,)
             for failure in failures:
