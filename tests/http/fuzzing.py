@@ -21,6 +21,11 @@ from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.schemas import APIOperation, BaseSchema
+
+# Imported here, at collection, not lazily inside a test: pytest rewrites schemathesis's
+# modules as it imports them (it is a pytest plugin), and CPython 3.11.7's compiler failed
+# on them now and then from a deep stack ("AST constructor recursion depth mismatch").
+from schemathesis.specs.openapi import schemas as _schemas  # noqa: F401
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
