@@ -22,6 +22,7 @@ from kefu.api.guard import Guard
 from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
+from kefu.api.openapi import routes as openapi
 from kefu.auth.policy import warn_if_insecure
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
@@ -151,6 +152,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             *kb.routes,
             *observe.routes,
             *web.routes,
+            *openapi.routes,
         ],
         middleware=[
             *_cors(settings),

@@ -10,6 +10,7 @@ tree that transports raise and clients catch.
     │   ├── InvalidRequest        malformed JSON, wrong types, missing fields
     │   │   └── ContextLengthExceeded   the message does not fit the context budget
     │   ├── PayloadTooLarge       the body is over --max-body-bytes
+    │   ├── RequestTimeout        the body did not arrive within --body-timeout (408)
     │   ├── NotFound              an unknown session or route
     │   ├── SessionBusy           another turn holds the session for too long
     │   ├── SessionConflict       the session is not in the state the request needs (409)
@@ -58,6 +59,10 @@ class ContextLengthExceeded(InvalidRequest):
 
 class PayloadTooLarge(RequestError):
     code = "payload_too_large"
+
+
+class RequestTimeout(RequestError):
+    code = "request_timeout"
 
 
 class NotFound(RequestError):

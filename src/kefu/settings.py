@@ -139,6 +139,19 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(
         1_048_576, ge=1024, description="Largest request body accepted (413 beyond)."
     )
+    max_message_chars: int = Field(
+        8000,
+        ge=1,
+        description="Longest /chat message accepted, in characters (400 beyond): a customer's "
+        "message, not a document. The fast path reads every character before the first token: "
+        "a million-character message had not been answered after 5 minutes (fake engine).",
+    )
+    body_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a client may take to send its request body (408 beyond, and the "
+        "connection is closed): a client that trickles a body cannot hold a request open.",
+    )
     otel_endpoint: str | None = Field(
         None,
         description="OpenTelemetry collector base URL (OTLP/HTTP JSON, e.g. "

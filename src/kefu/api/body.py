@@ -2,40 +2,56 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from kefu.errors import InvalidRequest, PayloadTooLarge
+from kefu.errors import InvalidRequest, PayloadTooLarge, RequestTimeout
 
 M = TypeVar("M", bound=BaseModel)
+# Bodies that are not JSON by their type (``curl -d`` sends JSON as form-urlencoded: accepted).
+NOT_JSON = {"multipart/form-data", "application/xml", "text/xml", "application/octet-stream"}
 
 # pydantic names the member of a union in an error's location: "str", "list[TextPart]"...
 _UNION_MEMBER = re.compile(r"str|int|float|bool|none|[A-Z]\w*|[\w-]+\[.*\]")
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, seconds: float) -> bytes:
+    """The whole body, at most ``limit`` bytes, within ``seconds``: neither a
+    long body nor one trickled a byte at a time (slow loris) holds the request open.
+    Uvicorn bounds the wait between requests but not the body's arrival."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the request body is {declared} bytes; the limit is {limit}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise PayloadTooLarge(f"the request body is over the limit of {limit} bytes")
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the request body did not arrive within {seconds:g} s ({len(body)} bytes came)"
+        ) from None
     return bytes(body)
 
 
-async def read_model(request: Request, model: type[M], limit: int) -> M:
-    body = await read_body(request, limit)
+async def read_model(request: Request, model: type[M], limit: int, seconds: float) -> M:
+    body = await read_body(request, limit, seconds)
     if not body.strip():
         raise InvalidRequest("the request body is empty; send a JSON object")
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        error = validation_error(exc)
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if error.message.startswith("the request body is not valid JSON") and media in NOT_JSON:
+            error.message += f" (it was sent as {media}; send JSON as application/json)"
+        raise error from None
 
 
 def validation_error(exc: ValidationError) -> InvalidRequest:

@@ -22,6 +22,7 @@ log = logging.getLogger("kefu.api")
 # Most specific first: the first class an error is an instance of decides.
 STATUS: list[tuple[type[errors.KefuError], int, str]] = [
     (errors.PayloadTooLarge, 413, "invalid_request_error"),
+    (errors.RequestTimeout, 408, "invalid_request_error"),
     (errors.NotFound, 404, "not_found_error"),
     (errors.SessionBusy, 409, "conflict_error"),
     (errors.SessionConflict, 409, "conflict_error"),
@@ -47,6 +48,8 @@ def describe(exc: errors.KefuError) -> tuple[int, dict[str, Any], dict[str, str]
     headers = {}
     if isinstance(exc, errors.Unavailable):
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after)))
+    if isinstance(exc, errors.RequestTimeout):
+        headers["connection"] = "close"  # the rest of the body may still be on its way
     headers.update(auth_headers(exc))
     return status, error_body(exc.message, type_, exc.code, exc.param), headers
 

@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 AuthMode = Literal["none", "keys", "jwt"]
 log = logging.getLogger("kefu.auth")
 
-# Readable by anyone: probes and the static pages (the chat page carries its own token;
-# the agent console asks its agent for a key with the admin scope).
+# Readable by anyone: probes, the static pages (the chat page carries its own token;
+# the agent console asks its agent for a key with the admin scope) and the API's description.
 PUBLIC = {
     ("GET", "/health"),
     ("GET", "/ready"),
@@ -22,6 +22,8 @@ PUBLIC = {
     ("GET", "/agent"),
     ("GET", "/widget.js"),
     ("GET", "/widget/config"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
 }
 # Requests that cost an answer: the ones the token bucket and the stream cap count.
 ANSWERS = {("POST", "/chat"), ("POST", "/v1/chat/completions")}

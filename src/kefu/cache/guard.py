@@ -26,7 +26,9 @@ from kefu.cache.frame import frame, swapped
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# Anchored at a run's start: unanchored, a long run without "@" was rescanned from each
+# of its positions (quadratic: 8 000 letters took 0.3 s).
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _URL = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
 _PHONE = re.compile(r"(?<![\w.,:/-])\+?\d[\d ()-]{5,}\d(?![\w.,:/-])")

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
-from kefu.errors import EngineError, NotFound, UpstreamError
+from kefu.errors import EngineError, InvalidRequest, NotFound, UpstreamError
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
@@ -113,6 +113,11 @@ async def run_turn(
 
     ``owner``: the authenticated caller; a session someone else began is not found."""
     settings = runtime.settings
+    if len(message) > settings.max_message_chars:
+        raise InvalidRequest(
+            f"the message is {len(message)} characters; the limit is {settings.max_message_chars}",
+            param="message",
+        )
     # An answer request from the start ("llm" until the fast path answers it).
     timeline.outcome.tier = "llm"
     fast_path = runtime.fast_path

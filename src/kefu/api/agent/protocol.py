@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from kefu.api.chat.protocol import MemoryOut
+from kefu.api.protocol import NoNul
 
 
 class WaitingSessionOut(BaseModel):
@@ -27,10 +28,10 @@ class WaitingSessionsOut(BaseModel):
 
 
 class AgentReplyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    agent: Annotated[str, StringConstraints(max_length=128)] | None = None
+    message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *NoNul]
+    agent: Annotated[str, StringConstraints(max_length=128), *NoNul] | None = None
 
 
 class AgentReplyOut(BaseModel):

@@ -45,7 +45,9 @@ async def list_waiting(request: Request) -> Response:
 async def reply(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     session_id = request.path_params["session_id"]
-    body = await read_model(request, AgentReplyIn, runtime.settings.max_body_bytes)
+    body = await read_model(
+        request, AgentReplyIn, runtime.settings.max_body_bytes, runtime.settings.body_timeout
+    )
     message, delivered = await agent_reply(runtime, session_id, body.message, body.agent)
     out = AgentReplyOut(
         session_id=session_id,
@@ -59,7 +61,9 @@ async def reply(request: Request) -> Response:
 async def take(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     session_id = request.path_params["session_id"]
-    body = await read_model(request, ClaimIn, runtime.settings.max_body_bytes)
+    body = await read_model(
+        request, ClaimIn, runtime.settings.max_body_bytes, runtime.settings.body_timeout
+    )
     await claim(runtime, session_id, body.agent)
     out = ClaimOut(session_id=session_id, agent=body.agent)
     return Response(out.model_dump_json(), media_type="application/json")

@@ -6,19 +6,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from kefu.api.protocol import NoNul
 from kefu.store.base import SessionMemory
 
-SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128), *NoNul]
 
 
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-    message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    message: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *NoNul]
     session_id: SessionId | None = None
-    user_id: Annotated[str, StringConstraints(max_length=256)] | None = None
+    user_id: Annotated[str, StringConstraints(max_length=256), *NoNul] | None = None
     # Cached answers are shared within a tenant only (one kefu serving several shops).
-    tenant: Annotated[str, StringConstraints(min_length=1, max_length=128)] = "default"
+    tenant: Annotated[str, StringConstraints(min_length=1, max_length=128), *NoNul] = "default"
 
 
 class MessageOut(BaseModel):
@@ -53,3 +54,80 @@ class SessionOut(BaseModel):
     # Before the messages: what a human picking the conversation up reads first.
     memory: MemoryOut | None = None
     messages: list[MessageOut]
+
+
+# The events of ``POST /chat``'s stream (``event: NAME`` / ``data: JSON``), in order:
+# meta, token..., then done, or handoff then done, or error.
+
+
+class MetaEvent(BaseModel):
+    """First: the session this turn belongs to (a new one when none was given)."""
+
+    session_id: str
+
+
+class TokenEvent(BaseModel):
+    """A piece of the reply, whole UTF-8 characters."""
+
+    text: str
+
+
+class HandoffEvent(BaseModel):
+    """The session now waits for a human; their replies arrive on ``events``."""
+
+    session_id: str
+    reason: str | None
+    agents_available: bool
+    service_hours: str
+    events: str
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    total_tokens: int
+
+
+class RouteOut(BaseModel):
+    intent: str
+    confidence: float
+    margin: float
+    reason: str | None
+
+
+class SourceOut(BaseModel):
+    kind: str
+    id: str
+    question: str
+
+
+class DoneEvent(BaseModel):
+    """Last: the whole reply, how it was answered (tier), usage and stage timings (ms)."""
+
+    session_id: str
+    reply: str
+    tier: str
+    route: RouteOut | None
+    source: SourceOut | None
+    usage: UsageOut
+    timings: dict[str, float]
+    routed: dict[str, str | int] | None = None
+
+
+# The events of ``GET /sessions/{session_id}/events``, the customer's live stream.
+
+
+class AgentEvent(BaseModel):
+    """A human agent's reply."""
+
+    text: str
+    agent: str | None
+    created_at: float
+
+
+class StateEvent(BaseModel):
+    """The session changed hands: ``handoff`` (to a human) or ``bot``."""
+
+    state: str
+    reason: str | None

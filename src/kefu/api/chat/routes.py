@@ -37,7 +37,9 @@ WAITING_KEEPALIVE_SECONDS = 3.0
 async def chat(request: Request) -> EventStream:
     timeline: Timeline = request.state.timeline
     runtime: Runtime = request.app.state.runtime
-    body = await read_model(request, ChatRequest, runtime.settings.max_body_bytes)
+    body = await read_model(
+        request, ChatRequest, runtime.settings.max_body_bytes, runtime.settings.body_timeout
+    )
     timeline.mark("parsed")
     events = run_turn(
         runtime,

@@ -7,18 +7,19 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from kefu.api.protocol import NoNul
 from kefu.knowledge.base import Hit, KbChange
 from kefu.knowledge.entries import KbEntry
 
-Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), *NoNul]
 
 
 class EntryIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     question: Text
     answer: Text
-    category: Annotated[str, StringConstraints(max_length=128)] | None = None
+    category: Annotated[str, StringConstraints(max_length=128), *NoNul] | None = None
 
 
 class EntryOut(BaseModel):

@@ -75,7 +75,7 @@ async def import_file(request: Request) -> Response:
         raise InvalidRequest(
             "name the file with ?filename=NAME.csv (or .json, .jsonl, .md)", param="filename"
         )
-    data = await read_body(request, runtime.settings.max_body_bytes)
+    data = await read_body(request, runtime.settings.max_body_bytes, runtime.settings.body_timeout)
     entries = parse_bytes(data, filename)  # fails whole, naming the line, before any write
     change = await fast_path.import_entries(entries)
     await _replicate(request, added=[*change.added, *change.updated])
@@ -85,7 +85,9 @@ async def import_file(request: Request) -> Response:
 async def add_entry(request: Request) -> Response:
     runtime: Runtime = request.app.state.runtime
     fast_path = runtime.require_fast_path()
-    body = await read_model(request, EntryIn, runtime.settings.max_body_bytes)
+    body = await read_model(
+        request, EntryIn, runtime.settings.max_body_bytes, runtime.settings.body_timeout
+    )
     entry = KbEntry.make(body.question, body.answer, category=body.category, source="api")
     change = await fast_path.import_entries([entry])
     await _replicate(request, added=[*change.added, *change.updated])

@@ -1,7 +1,8 @@
 """Wire models of the OpenAI chat-completions API (the subset kefu serves).
 
 Unknown request fields are accepted, as clients send many: the embedded engine ignores
-them, a remote engine receives them as they came.
+them, a remote engine receives them as they came. Known fields are strict, as OpenAI's
+are and as the document says: ``"5"``, ``5.0`` or ``true`` is not a max_tokens.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     type: Literal["text"]
     text: str
 
 
 class RequestMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart] | None = None
 
@@ -31,12 +32,12 @@ class RequestMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     include_usage: bool = False
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str = ""
     messages: Annotated[list[RequestMessage], Field(min_length=1)]

@@ -28,7 +28,12 @@ async def models(request: Request) -> Response:
 async def chat_completions(request: Request) -> Response | EventStream:
     timeline: Timeline = request.state.timeline
     runtime: Runtime = request.app.state.runtime
-    body = await read_model(request, ChatCompletionRequest, runtime.settings.max_body_bytes)
+    body = await read_model(
+        request,
+        ChatCompletionRequest,
+        runtime.settings.max_body_bytes,
+        runtime.settings.body_timeout,
+    )
     timeline.mark("parsed")
     if not body.stream:
         try:

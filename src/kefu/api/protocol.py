@@ -1,0 +1,98 @@
+"""Wire models of the routes outside the endpoint folders: the error envelope, the probes,
+/stats and /diagnose. The routes build plain dicts (they are hot or large); these models
+describe them in /openapi.json, and the tests hold the routes to them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _without_nul(value: str) -> str:
+    # Valid JSON, but no customer types it, and C strings (and some tools reading the
+    # stored conversation) stop at it.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters (\\u0000)")
+    return value
+
+
+# A text field of a request that is stored: no NUL character.
+NoNul = (AfterValidator(_without_nul), Field(json_schema_extra={"pattern": r"^[^\x00]*$"}))
+
+
+class ErrorDetail(BaseModel):
+    message: str = Field(description="What went wrong, in words a caller can act on.")
+    type: str = Field(description="The error's class: invalid_request_error, not_found_error, …")
+    param: str | None = Field(description="The request field or parameter at fault, if any.")
+    code: str | None = Field(description="A stable, machine-readable code: queue_full, …")
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error kefu sends, in the OpenAI shape (also in-band, as an SSE ``error`` event)."""
+
+    model_config = ConfigDict(extra="forbid")
+    error: ErrorDetail
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+
+
+class AdmissionOut(BaseModel):
+    running: int
+    waiting: int
+
+
+class ReadyOut(BaseModel):
+    """200 once the model is warmed up and the knowledge base open; 503 with this body before."""
+
+    model_config = ConfigDict(extra="allow")
+    status: Literal["ready", "loading", "failed"]
+    error: str | None
+    model: str
+    engine: dict[str, Any]
+    admission: AdmissionOut
+    knowledge_base: dict[str, Any] | None = None
+
+
+class Spread(BaseModel):
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class StatsOut(BaseModel):
+    """The recent window summarised (the dashboard's source)."""
+
+    model_config = ConfigDict(extra="allow")
+    window_s: float
+    requests: int
+    errors: int
+    timeouts: int
+    errors_by_code: dict[str, int]
+    tiers: dict[str, int]
+    requests_per_s: float
+    tokens_per_s: float
+    ttft_ms: Spread
+    e2e_ms: Spread
+    tpot_ms: Spread
+    queue_ms: Spread
+    prefill_ms: Spread
+    gateway_ms: Spread
+    queue_share: float | None
+    stage_share: dict[str, float]
+    series: list[dict[str, Any]]
+
+
+class FindingOut(BaseModel):
+    check: str
+    status: Literal["ok", "warn", "fail"]
+    message: str
+
+
+class DiagnosisOut(BaseModel):
+    status: str
+    samples: int
+    findings: list[FindingOut]
+    window_s: float
