@@ -450,7 +450,7 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _order_example_matches(self) -> Settings:
-        from kefu.fastpath.order_numbers import example_fits
+        from kefu.text.order_numbers import example_fits
 
         if not example_fits(self.order_example, self.order_pattern):
             raise ValueError(

@@ -9,9 +9,9 @@ the message phrase by phrase from the start (greetings, thanks, fillers such as
 from __future__ import annotations
 
 import re
-import unicodedata
 
-from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE
+from kefu.text.message import Message, as_message
+from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE
 
 SMALLTALK_CONFIDENCE = 0.9
 DEFAULT_SHOP_NAME = "Lumen Home|流明家居"  # the demo shop's, in English|Chinese
@@ -111,12 +111,12 @@ _PHRASE = _compile()
 _SEPARATORS = re.compile(r"[\W_]+")
 
 
-def smalltalk_kind(message: str) -> tuple[float, str | None]:
+def smalltalk_kind(message: str | Message) -> tuple[float, str | None]:
     """(confidence, kind) when the whole message is smalltalk, else (0.0, None).
 
     kind is one of ``KINDS``. A message made only of filler words is not smalltalk.
     """
-    text = unicodedata.normalize("NFKC", message).casefold().replace("\u2019", "'")
+    text = as_message(message).lower
     found: set[str] = set()
     pos = 0
     while True:
