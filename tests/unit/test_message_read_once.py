@@ -23,7 +23,7 @@ from kefu.settings import Settings
 # in English and Chinese, typed on a phone (curly apostrophe, full-width, NBSP).
 MESSAGES = {
     "order question": "Where\u2019s my order?",
-    "order number": "where is order ＬＨ－１００２３４",
+    "order number": "where is order " + "".join(chr(ord(c) + 0xFEE0) for c in "LH-100234"),
     "smalltalk": "thanks\u00a0so much!",
     "handoff": "I want to talk to a real person",
     "exact question": "How long does delivery take?",
