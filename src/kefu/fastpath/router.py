@@ -100,6 +100,7 @@ class RouterConfig:
     order_pattern: str = DEFAULT_ORDER_PATTERN
     order_example: str = DEFAULT_ORDER_EXAMPLE  # its letters find mistyped numbers
     failures_to_handoff: int = 2
+    shop_name: str = ""  # --shop-name: the shop's own name is filler in smalltalk
 
     @property
     def orders(self) -> OrderFormat:
@@ -148,7 +149,7 @@ def read_rules(message: str | Message, *, failures: int, config: RouterConfig) -
         order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id or mistyped)
     elif asks_about_order(message):
         order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
-    small, kind = smalltalk_kind(message)
+    small, kind = smalltalk_kind(message, config.shop_name)
     smalltalk = Candidate("smalltalk", small, kind) if small > 0 else None
     return Rules(order_id, mistyped, handoff, order, smalltalk, is_follow_up(message))
 

@@ -80,6 +80,7 @@ class FastPath:
             faq_margin=settings.faq_margin,
             order_pattern=settings.order_pattern,
             order_example=settings.order_example,
+            shop_name=settings.shop_name,
         )
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
