@@ -8,7 +8,8 @@ keyboard changes without the customer meaning anything by it:
   the ideographic space and the non-breaking space become their plain forms;
 - curly quotes and apostrophes (phones type a right single quote in "Where's"),
   hyphens and minus signs that autocorrect made typographic, and the ideographic
-  full stop and enumeration comma (。、, a Chinese keyboard's . and ,) become ASCII;
+  full stop (。, the . key of a Chinese keyboard, 3。5 for 3.5 too) become ASCII (the
+  enumeration comma 、 is a mark of its own, "1、2、3" is no number 1,2,3);
 - invisible characters (zero-width spaces and joiners, a byte-order mark) go;
 - every run of whitespace is one space, none at the edges.
 
@@ -41,8 +42,6 @@ _TYPOGRAPHIC = str.maketrans(
         "\u2212": "-",  # minus sign
         "\u3002": ".",  # ideographic full stop
         "\uff61": ".",  # half-width ideographic full stop
-        "\u3001": ",",  # ideographic comma
-        "\uff64": ",",  # half-width ideographic comma
         "\u200b": None,  # zero-width space
         "\u200c": None,  # zero-width non-joiner
         "\u200d": None,  # zero-width joiner
@@ -53,7 +52,7 @@ _TYPOGRAPHIC = str.maketrans(
 _SPACES = re.compile(r"\s+")
 # Punctuation that ends or decorates a question without changing it (after ``fold``:
 # the Chinese forms NFKC leaves are those of brackets).
-_EDGE_PUNCT = " .,!?;:~…\"'()[]【】《》「」『』"
+_EDGE_PUNCT = " .,!?;:~…、\"'()[]【】《》「」『』"
 
 
 def fold(text: str) -> str:
