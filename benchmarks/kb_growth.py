@@ -34,7 +34,7 @@ import httpx
 
 from answer_quality import DATA, Tally, answer_key, evaluate, load_csv, print_table
 from harness import kefu_server
-from kefu.knowledge.text import normalize
+from kefu.text.normalize import normalize
 
 SERVE_FLAGS = ("--engine", "fake", "--no-answer-cache")
 # The rows of answer_quality.py's table that mean something without the cache.

@@ -57,7 +57,7 @@ from kefu.knowledge.base import KnowledgeBase, demo_entries
 from kefu.knowledge.bm25 import K1, B, entry_terms, terms_of
 from kefu.knowledge.embedder import Embedder, StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
-from kefu.knowledge.text import normalize
+from kefu.text.normalize import normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 QUALITY = ROOT / "benchmarks" / "data" / "answer_quality.csv"

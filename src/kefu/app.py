@@ -207,7 +207,7 @@ async def _open_orders(settings: Settings) -> OrderBackend:
     if settings.order_backend == "http":
         assert settings.order_api_url is not None  # the settings check it
         return HttpOrders(settings.order_api_url)
-    orders = SqliteOrders(settings.data_dir / "orders.db")
+    orders = SqliteOrders(settings.data_dir / "orders.db", demo=settings.demo_kb)
     await orders.open()
     return orders
 

@@ -165,7 +165,8 @@ class Settings(BaseModel):
     demo_kb: bool = Field(
         True,
         description="Load the bundled demo knowledge base (a fictional shop, English and "
-        "Chinese) when the knowledge base is empty.",
+        "Chinese) when the knowledge base is empty, and its sample orders into a new "
+        "SQLite order table.",
     )
     faq_threshold: float = Field(
         0.45,
@@ -241,8 +242,9 @@ class Settings(BaseModel):
     )
     order_backend: Literal["sqlite", "http"] = Field(
         "sqlite",
-        description="Where order_status looks orders up: 'sqlite' (demo orders in the data "
-        "dir, created with sample data) or 'http' (the shop's API, --order-api-url).",
+        description="Where order_status looks orders up: 'sqlite' (a table in the data "
+        "dir, with the demo's sample orders under --demo-kb) or 'http' (the shop's API, "
+        "--order-api-url).",
     )
     order_api_url: str | None = Field(
         None,
@@ -471,7 +473,7 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _order_example_matches(self) -> Settings:
-        from kefu.fastpath.order_numbers import example_fits
+        from kefu.text.order_numbers import example_fits
 
         if not example_fits(self.order_example, self.order_pattern):
             raise ValueError(

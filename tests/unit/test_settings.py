@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 from kefu.fastpath.smalltalk import DEFAULT_SHOP_NAME
 from kefu.settings import DEFAULT_PERSONA, Settings, SettingsError, env_name, load_settings
+from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 
 
 def load(

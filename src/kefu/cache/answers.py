@@ -33,12 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from kefu.cache.guard import Salient, compare, salient
+from kefu.cache.guard import compare
 from kefu.cache.model import SCHEMA, CachedAnswer, Lookup, LookupRecord
 from kefu.cache.vectors import Rows, unit_row
 from kefu.knowledge.embedder import Vectors
-from kefu.knowledge.text import normalize
 from kefu.sqlite_files import open_wal
+from kefu.text.entities import Salient, salient
+from kefu.text.message import Message
+from kefu.text.normalize import normalize
 
 log = logging.getLogger("kefu.cache")
 
@@ -98,15 +100,16 @@ class AnswerCache:
 
     # --- serving ----------------------------------------------------------------------
 
-    def lookup(
-        self, scope: str, question: str, vector: Vectors, facts: Salient | None = None
-    ) -> Lookup:
+    def lookup(self, scope: str, question: str | Message, vector: Vectors) -> Lookup:
         """Memory only: another connection's changes wait for ``refresh``, and what the
-        lookup changes for ``flush``. ``facts`` are ``salient(question)`` when the caller
-        has them already."""
+        lookup changes for ``flush``. A ``Message`` brings its entities read already."""
         now = self._clock()
         self._expire(now)
-        result = self._find(scope, question, vector, salient(question) if facts is None else facts)
+        if isinstance(question, Message):
+            normal, facts, question = question.normal, question.entities, question.raw
+        else:
+            normal, facts = normalize(question), salient(question)
+        result = self._find(scope, normal, vector, facts)
         if result.answer is not None:
             entry = self._entries[result.answer.id]
             entry.answer = replace(entry.answer, hits=entry.answer.hits + 1)
@@ -145,10 +148,10 @@ class AnswerCache:
         self._unrecorded.clear()
         self._used.clear()
 
-    def _find(self, scope: str, question: str, vector: Vectors, facts: Salient) -> Lookup:
+    def _find(self, scope: str, normal: str, vector: Vectors, facts: Salient) -> Lookup:
         if facts.personal:
             return Lookup(None, "miss", None, None, PERSONAL)
-        exact = self._exact.get((scope, normalize(question)))
+        exact = self._exact.get((scope, normal))
         if exact is not None:
             answer = self._entries[exact].answer
             return Lookup(answer, "exact", 0.0, answer.question, None)

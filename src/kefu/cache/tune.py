@@ -20,7 +20,7 @@ import numpy as np
 
 from kefu.cache.guard import agree
 from kefu.knowledge.embedder import Embedder
-from kefu.knowledge.text import normalize
+from kefu.text.normalize import normalize
 
 REQUIRED = ("question", "cached_question", "same")
 _TRUE = {"1", "true", "yes", "y"}

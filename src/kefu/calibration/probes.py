@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Literal
 
 from kefu.knowledge.entries import KbEntry, answer_key
-from kefu.knowledge.text import is_cjk_word, language, normalize, words_of
+from kefu.text.normalize import normalize
+from kefu.text.words import is_cjk_word, language, words_of
 
 ProbeKind = Literal[
     "phrasing", "reworded", "mixed", "answer", "removed", "perturbed", "out_of_scope"

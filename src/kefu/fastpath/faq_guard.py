@@ -37,13 +37,14 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from kefu.cache import lexicon, places
-from kefu.cache.frame import swapped
-from kefu.cache.guard import Salient, salient
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import AnswerGroup
-from kefu.knowledge.text import is_cjk_word, words_of
 from kefu.knowledge.vocabulary import is_catalogue
+from kefu.text import lexicon, places
+from kefu.text.entities import Salient
+from kefu.text.frame import swapped
+from kefu.text.message import Message, as_message
+from kefu.text.words import is_cjk_word
 
 # Chosen on the dev split of benchmarks/data/answer_quality.csv: the unknown words of
 # paraphrases (quantity, 块) come nearer a KB word than those of near misses (gym, 微信).
@@ -145,12 +146,12 @@ def _forms(word: str) -> list[str]:
     return forms
 
 
-def content_words(message: str, entities: frozenset[str] = frozenset()) -> list[str]:
+def content_words(message: str | Message, entities: frozenset[str] = frozenset()) -> list[str]:
     """The words that say what the message is about: not generic, not a number, not one
     of ``entities``, not a lone Latin letter ("p.o. box", "u")."""
     return [
         word
-        for word in words_of(message)
+        for word in as_message(message).words
         if word not in GENERIC
         and not word.isdigit()
         and word not in entities
@@ -167,7 +168,7 @@ def uses(lexicon: Lexicon, word: str) -> bool:
 
 
 def unfamiliar_terms(
-    message: str,
+    message: str | Message,
     vocabulary: Lexicon,
     *,
     entities: frozenset[str] = frozenset(),
@@ -187,7 +188,9 @@ def _unfamiliar(words: Sequence[str], vocabulary: Lexicon) -> list[str]:
     return [word for word, near in zip(unused, nearness, strict=True) if near < NEAR_ENOUGH]
 
 
-def word_evidence(message: str, kb_words: Lexicon, answer: AnswerGroup) -> tuple[int, int]:
+def word_evidence(
+    message: str | Message, kb_words: Lexicon, answer: AnswerGroup
+) -> tuple[int, int]:
     """How many of the message's content words the knowledge base never uses, and how
     many it uses but not in this answer (its questions and text): words of another topic.
     The calibrated decision weighs these counts where the guard's rules draw lines."""
@@ -198,13 +201,12 @@ def word_evidence(message: str, kb_words: Lexicon, answer: AnswerGroup) -> tuple
 
 
 def faq_objection(
-    message: str,
+    message: str | Message,
     entry: KbEntry,
     *,
     kb_words: Lexicon,
     answer: AnswerGroup,
     catalogue: Lexicon | None = None,
-    asked: Salient | None = None,
     incidental: Callable[[Sequence[str]], bool] | None = None,
 ) -> str | None:
     """Why the entry must not answer the message verbatim, or None when it may.
@@ -214,10 +216,10 @@ def faq_objection(
     one of those questions ("can't log in" with "I can't log in", not with "How do I
     reset my password?"). ``catalogue`` are the products the shop's catalogue entries
     name: a product it sells is a detail of a question about anything else (returns
-    cover the blanket too). ``asked`` is ``salient(message)`` when the caller has it
-    (the answer cache reads it too).
+    cover the blanket too).
     """
-    asked = salient(message) if asked is None else asked
+    message = as_message(message)
+    asked = message.entities
     covered = answer.coverage
     text = covered.text
     for kind in ("ids", "names"):
@@ -234,14 +236,14 @@ def faq_objection(
         # lockers' answer does not say whether a parcel goes to Germany. A place the
         # shop names somewhere (its own country) is where customers are, not a topic.
         return "the message names " + ", ".join(elsewhere_places) + "; the entry no place"
-    if _DENIAL.search(message.replace("\u2019", "'")):
+    if _DENIAL.search(message.folded):
         return "the message says what it is not asking about"
     # The second look (``incidental`` given) has no score vouching that an answer which
     # mentions stock ("notify me when it is back in stock") is about what the shop sells.
     second_look = incidental is not None
-    if _SELLS.search(message) and (second_look or not _SELLS.search(text)):
+    if _SELLS.search(message.folded) and (second_look or not _SELLS.search(text)):
         return "the message asks what the shop sells; the entry is not about that"
-    if _ADVICE.search(message) and not _ADVICE.search(text):
+    if _ADVICE.search(message.folded) and not _ADVICE.search(text):
         return "the message asks which product to choose; the entry is not about that"
     # Each phrasing's entities and its minimal pair with the message, read once for the
     # two checks below.

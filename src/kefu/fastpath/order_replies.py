@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE
+from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE
 
 if TYPE_CHECKING:
     from kefu.fastpath.orders import Order

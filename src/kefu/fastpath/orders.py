@@ -76,15 +76,18 @@ CREATE TABLE IF NOT EXISTS orders (
 
 
 class SqliteOrders:
-    """Orders in ``data_dir/orders.db``; the demo orders are written when the file is new.
+    """Orders in ``data_dir/orders.db``; with ``demo`` (``--demo-kb``) the demo shop's
+    sample orders are written when the file is new: they go with the demo knowledge base
+    (its order example finds one), and a shop that turns the demo off starts empty.
 
-    ``PRAGMA user_version`` records that the sample data was written, so an
-    operator who empties or edits the table does not get it back at the next start.
+    ``PRAGMA user_version`` records that the file was set up, so an operator who empties
+    or edits the table does not get the sample data back at the next start.
     """
 
-    def __init__(self, path: Path, *, today: date | None = None) -> None:
+    def __init__(self, path: Path, *, today: date | None = None, demo: bool = True) -> None:
         self.path = path
         self._today = today
+        self._demo = demo
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-orders")
         self._conn: sqlite3.Connection | None = None
 
@@ -108,11 +111,12 @@ class SqliteOrders:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(SCHEMA)
                 (version,) = conn.execute("PRAGMA user_version").fetchone()
-                if version == 0:
+                if version == 0 and self._demo:
                     conn.executemany(
                         "INSERT OR IGNORE INTO orders VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [_row(order) for order in demo_orders(today)],
                     )
+                if version == 0:
                     conn.execute("PRAGMA user_version = 1")
             return conn
 

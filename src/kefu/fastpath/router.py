@@ -32,11 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kefu.fastpath.order_numbers import (
-    DEFAULT_ORDER_EXAMPLE,
-    DEFAULT_ORDER_PATTERN,
-    read_order_number,
-)
 from kefu.fastpath.rules import (
     ASKED_FOR_HUMAN,
     asks_about_order,
@@ -47,7 +42,8 @@ from kefu.fastpath.rules import (
 )
 from kefu.knowledge.base import Hit
 from kefu.knowledge.entries import answer_key
-from kefu.knowledge.text import language
+from kefu.text.message import Message, read_message
+from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN, OrderFormat
 
 Intent = Literal["faq", "order_status", "handoff", "smalltalk", "general"]
 
@@ -104,6 +100,18 @@ class RouterConfig:
     order_pattern: str = DEFAULT_ORDER_PATTERN
     order_example: str = DEFAULT_ORDER_EXAMPLE  # its letters find mistyped numbers
     failures_to_handoff: int = 2
+    shop_name: str = ""  # --shop-name: the shop's own name is filler in smalltalk
+
+    @property
+    def orders(self) -> OrderFormat:
+        return OrderFormat(self.order_pattern, self.order_example)
+
+    def read(self, message: str | Message) -> Message:
+        """The message read with this configuration's order numbers."""
+        if isinstance(message, Message) and message.orders == self.orders:
+            return message
+        text = message.raw if isinstance(message, Message) else message
+        return read_message(text, self.orders)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +130,11 @@ class Rules:
         return [c for c in (self.handoff, self.order, self.smalltalk) if c is not None]
 
 
-def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
+def read_rules(message: str | Message, *, failures: int, config: RouterConfig) -> Rules:
     """``failures`` is the number of consecutive earlier turns that failed (tracked per
     session by the caller)."""
-    order_id, mistyped = read_order_number(message, config.order_pattern, config.order_example)
+    message = config.read(message)
+    order_id, mistyped = message.order
     failed = failures + is_failure_signal(message)
     handoff: Candidate | None = None
     if failed >= config.failures_to_handoff:
@@ -140,13 +149,13 @@ def read_rules(message: str, *, failures: int, config: RouterConfig) -> Rules:
         order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id or mistyped)
     elif asks_about_order(message):
         order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
-    small, kind = smalltalk_kind(message)
+    small, kind = smalltalk_kind(message, config.shop_name)
     smalltalk = Candidate("smalltalk", small, kind) if small > 0 else None
     return Rules(order_id, mistyped, handoff, order, smalltalk, is_follow_up(message))
 
 
 def route(
-    message: str,
+    message: str | Message,
     hits: Sequence[Hit],
     *,
     config: RouterConfig,
@@ -175,7 +184,8 @@ def route(
         return Routing("general", 0.0, 1.0, ranked, reason="no candidate")
 
     faq_threshold = config.faq_threshold
-    if config.faq_threshold_zh is not None and language(message) == "zh":
+    lang = message.lang if isinstance(message, Message) else read_message(message).lang
+    if config.faq_threshold_zh is not None and lang == "zh":
         faq_threshold = config.faq_threshold_zh
 
     def threshold(c: Candidate) -> float:

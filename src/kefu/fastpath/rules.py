@@ -1,8 +1,8 @@
 """Cheap, pure detectors of what a customer's message is about (English and Chinese).
 
 They run on every message before any retrieval or model call, so they are
-regular expressions over the normalised text: microseconds, no state, and every
-decision can be read off the pattern that fired. They look for general
+regular expressions over the message read once (``kefu.text.message``): microseconds,
+no state, and every decision can be read off the pattern that fired. They look for general
 customer-service language, not for particular sentences: a phrase belongs here
 when any shop's customers would use it.
 
@@ -13,11 +13,10 @@ router (``router.py``) weighs them against the knowledge-base hits.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from kefu.fastpath.smalltalk import smalltalk_kind
-from kefu.knowledge.text import space_scripts
+from kefu.text.message import Message, as_message
 
 __all__ = [
     "ANGRY",
@@ -43,11 +42,6 @@ STRONG_ANGER = 0.85
 MILD_ANGER = 0.6
 TWO_MILD_ANGER = 0.8
 ANGER_REASON = TWO_MILD_ANGER  # from here on the handoff reply apologises
-
-
-def _fold(message: str) -> str:
-    """NFKC (full-width letters and digits to ASCII), lowercase, CJK/Latin edges spaced."""
-    return space_scripts(unicodedata.normalize("NFKC", message).casefold())
 
 
 def _any(*patterns: str) -> re.Pattern[str]:
@@ -106,14 +100,14 @@ _HOW_TO = _any(
 )
 
 
-def asks_about_order(message: str) -> bool:
+def asks_about_order(message: str | Message) -> bool:
     """Asks where an order is or what state it is in ("where is my parcel?", "物流", "到哪了").
 
     Not how tracking works ("how can I track my order?", "在哪里看物流"): that is a
     question for the FAQ. With no order number in the message, the order tool
     answers by asking for it.
     """
-    text = _fold(message)
+    text = as_message(message).spaced
     return _ORDER_QUESTION.search(text) is not None and _HOW_TO.search(text) is None
 
 
@@ -212,18 +206,19 @@ class HandoffSignals:
     angry: float
 
 
-def handoff_signals(message: str) -> HandoffSignals:
-    text = _NOT_HUMAN.sub(" ", _fold(message))
+def handoff_signals(message: str | Message) -> HandoffSignals:
+    read = as_message(message)
+    text = _NOT_HUMAN.sub(" ", read.spaced)
     if _ASKS_HUMAN.search(text):
         asked = EXPLICIT_HUMAN
     elif _COMPLAINT.search(text):
         asked = INDIRECT_HUMAN
     else:
         asked = 0.0
-    return HandoffSignals(asked, _anger(message, text))
+    return HandoffSignals(asked, _anger(read.folded, text))
 
 
-def handoff_score(message: str) -> tuple[float, str | None]:
+def handoff_score(message: str | Message) -> tuple[float, str | None]:
     """(confidence, reason): reason "asked for a human" or "angry"; (0, None) when neither.
 
     Confidence 1.0 means an explicit request for a person. Real anger (``ANGER_REASON``
@@ -251,7 +246,7 @@ def _anger(original: str, folded: str) -> float:
     return MILD_ANGER if mild == 1 else 0.0
 
 
-def _shouting(original: str) -> bool:
+def _shouting(original: str) -> bool:  # the folded text, case kept
     """Three or more Latin words, mostly in capitals (codes with digits, as order numbers
     of any shop's shape are, and "I" do not count)."""
     text = _CODE.sub(" ", original)
@@ -295,9 +290,9 @@ _FAILURE = _any(
 )
 
 
-def is_failure_signal(message: str) -> bool:
+def is_failure_signal(message: str | Message) -> bool:
     """The customer says the bot's previous answer failed them ("that didn't help", "答非所问")."""
-    return _FAILURE.search(_fold(message)) is not None
+    return _FAILURE.search(as_message(message).spaced) is not None
 
 
 # "And the refund?", "what about express?", 运费呢？: short, and about what came before.
@@ -308,7 +303,7 @@ _FOLLOW_UP = re.compile(
 )
 
 
-def is_follow_up(message: str) -> bool:
+def is_follow_up(message: str | Message) -> bool:
     """The message follows on from an earlier one: only the conversation says what it
     asks, so no answer given to other words, verbatim or cached, fits it."""
-    return _FOLLOW_UP.search(message) is not None
+    return _FOLLOW_UP.search(as_message(message).folded) is not None

@@ -9,9 +9,11 @@ the message phrase by phrase from the start (greetings, thanks, fillers such as
 from __future__ import annotations
 
 import re
-import unicodedata
+from functools import lru_cache
 
-from kefu.fastpath.order_numbers import DEFAULT_ORDER_EXAMPLE
+from kefu.text.message import Message, as_message
+from kefu.text.normalize import normalize
+from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE
 
 SMALLTALK_CONFIDENCE = 0.9
 DEFAULT_SHOP_NAME = "Lumen Home|流明家居"  # the demo shop's, in English|Chinese
@@ -91,7 +93,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
 # Words that can hang on a greeting or a thanks without adding a request.
 _FILLER = (
     r"there|again|so much|very much|a lot|lots|all|everyone|guys|folks|team|mate|friend|"
-    r"buddy|bot|kefu|lumen(?: home)?|so|very|just|oh|and|then|for (?:the|your) help|"
+    r"buddy|bot|kefu|so|very|just|oh|and|then|for (?:the|your) help|"
     r"for helping(?: me)?|for your time|for that|dear|sir|madam|please|pls|"
     r"啊|呀|哈|哈哈|呢|哦|喔|嘛|啦|了|吧|哇|噢|亲|客服|你|您|非常|十分|真的?|很|大家|哈哈哈"
 )
@@ -111,12 +113,15 @@ _PHRASE = _compile()
 _SEPARATORS = re.compile(r"[\W_]+")
 
 
-def smalltalk_kind(message: str) -> tuple[float, str | None]:
+def smalltalk_kind(message: str | Message, shop_name: str = "") -> tuple[float, str | None]:
     """(confidence, kind) when the whole message is smalltalk, else (0.0, None).
 
     kind is one of ``KINDS``. A message made only of filler words is not smalltalk.
+    ``shop_name`` (``--shop-name``: "Acme|艾克美") is filler too: "thanks Acme!".
     """
-    text = unicodedata.normalize("NFKC", message).casefold().replace("\u2019", "'")
+    text = as_message(message).lower
+    for name in _names(shop_name):
+        text = text.replace(name, " ")
     found: set[str] = set()
     pos = 0
     while True:
@@ -168,6 +173,13 @@ _REPLIES: dict[str, tuple[str, str]] = {
         "好的，还有其他问题随时问我。",
     ),
 }
+
+
+@lru_cache(maxsize=8)
+def _names(shop_name: str) -> tuple[str, ...]:
+    """The shop's names as a message reads them (folded, case folded), longest first."""
+    names = {normalize(name) for name in shop_name.split("|")} - {""}
+    return tuple(sorted(names, key=len, reverse=True))
 
 
 def shop_names(value: str) -> tuple[str, str]:

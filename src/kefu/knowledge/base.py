@@ -18,16 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-from kefu.cache.guard import Salient
 from kefu.errors import NotFound
 from kefu.knowledge.bm25 import terms_of
-from kefu.knowledge.embedder import Embedder, Vectors
-from kefu.knowledge.entries import KbEntry, entry_id
+from kefu.knowledge.embedder import Embedder, Vectors, embed_message
+from kefu.knowledge.entries import KbEntry, entry_id, id_of_normal
 from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.kb_words import AnswerGroup, KbWords, entry_words
 from kefu.knowledge.store import KbStore
 from kefu.knowledge.vocabulary import Vocabulary
+from kefu.text.entities import Salient
+from kefu.text.message import Message
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
@@ -188,11 +189,12 @@ class KnowledgeBase:
         """Build now what the FAQ guard reads, so no customer's message waits for it."""
         self._words.prepare()
 
-    def exact(self, message: str) -> KbEntry | None:
+    def exact(self, message: str | Message) -> KbEntry | None:
         """The FAQ entry whose question is the message, word for word (case, spaces and
         edge punctuation aside): a clicked suggestion, a copied question. No model needed:
         an entry's id is the digest of its normalised question."""
-        entry = self._index.get(entry_id(message))
+        found = id_of_normal(message.normal) if isinstance(message, Message) else entry_id(message)
+        entry = self._index.get(found)
         return entry if entry is not None and entry.kind == "faq" else None
 
     def answer(self, entry: KbEntry) -> AnswerGroup:
@@ -229,7 +231,7 @@ class KnowledgeBase:
 
     def search(
         self,
-        query: str,
+        query: str | Message,
         *,
         query_vector: Vectors | None = None,
         k: int = 5,
@@ -240,7 +242,10 @@ class KnowledgeBase:
         if not len(self._index):
             return []
         if query_vector is None:
-            query_vector = self._embedder.embed_queries([query])[0]
+            if isinstance(query, Message):
+                query_vector = embed_message(self._embedder, query)
+            else:
+                query_vector = self._embedder.embed_queries([query])[0]
         return self._index.search(terms_of(query), query_vector, k=k, kind=kind)
 
     def add(

@@ -33,7 +33,8 @@ import numpy as np
 import numpy.typing as npt
 import snowballstemmer
 
-from kefu.knowledge.text import is_cjk_word, tokens
+from kefu.text.message import Message
+from kefu.text.words import is_cjk_word, tokens
 
 K1 = 1.2
 B = 0.75
@@ -63,11 +64,11 @@ def _stem(word: str) -> str:
         return str(_ENGLISH.stemWord(word))
 
 
-def terms_of(text: str) -> list[str]:
+def terms_of(text: str | Message) -> list[str]:
     """BM25 terms: ``tokens``, with Latin words stemmed (numbers and ids stay whole)."""
     return [
         token if is_cjk_word(token) or not token.replace("'", "").isalpha() else _stem(token)
-        for token in tokens(text)
+        for token in (text.tokens if isinstance(text, Message) else tokens(text))
     ]
 
 

@@ -29,7 +29,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kefu.knowledge.text import is_cjk_word, load_segmenter, words_of
+from kefu.text.message import Message
+from kefu.text.words import is_cjk_word, load_segmenter, words_of
 
 Vectors = npt.NDArray[np.float32]
 TABLE = Path(__file__).parent / "static" / "words.npz"
@@ -82,8 +83,11 @@ class StaticEmbedder:
     def rows_of(self, text: str) -> list[int]:
         """The table rows a text's vector sums: its known words, and the characters of
         an unknown Chinese word."""
+        return self._rows_of_words(words_of(text))
+
+    def _rows_of_words(self, words: Sequence[str]) -> list[int]:
         rows: list[int] = []
-        for word in words_of(text):
+        for word in words:
             row = self._index.get(word)
             if row is not None:
                 rows.append(row)
@@ -97,13 +101,29 @@ class StaticEmbedder:
     def embed_passages(self, texts: Sequence[str]) -> Vectors:
         return self._embed(texts)
 
+    def embed_words(self, words: Sequence[str]) -> Vectors:
+        """Shape (dim,): a text as ``embed_queries`` embeds it, from its ``words_of``."""
+        out = np.zeros(self._dim, dtype=np.float32)
+        self._fill(out, self._rows_of_words(words))
+        return out
+
     def _embed(self, texts: Sequence[str]) -> Vectors:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, text in enumerate(texts):
-            rows = self.rows_of(text)
-            if rows:
-                total = self._rows[rows].sum(axis=0)
-                norm = float(np.linalg.norm(total))
-                if norm > 0:
-                    out[i] = total / norm
+            self._fill(out[i], self.rows_of(text))
         return out
+
+    def _fill(self, out: Vectors, rows: list[int]) -> None:
+        if rows:
+            total = self._rows[rows].sum(axis=0)
+            norm = float(np.linalg.norm(total))
+            if norm > 0:
+                out[:] = total / norm
+
+
+def embed_message(embedder: Embedder, message: Message) -> Vectors:
+    """Shape (dim,): a customer's message, from its words as they were read once where
+    the embedder takes words (the static table), else from its folded text."""
+    if isinstance(embedder, StaticEmbedder):
+        return embedder.embed_words(message.words)
+    return np.asarray(embedder.embed_queries([message.folded])[0], dtype=np.float32)

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from kefu.knowledge.text import language, normalize
+from kefu.text.normalize import normalize
+from kefu.text.words import language
 
 Kind = Literal["faq", "passage"]
 KINDS: tuple[Kind, ...] = ("faq", "passage")
@@ -21,7 +22,12 @@ KINDS: tuple[Kind, ...] = ("faq", "passage")
 
 def entry_id(question: str) -> str:
     """First 12 hex digits of sha1(normalize(question)): the same question, the same id."""
-    return hashlib.sha1(normalize(question).encode("utf-8")).hexdigest()[:12]
+    return id_of_normal(normalize(question))
+
+
+def id_of_normal(normal: str) -> str:
+    """``entry_id`` of a question's ``normalize`` form (a message read once has it)."""
+    return hashlib.sha1(normal.encode("utf-8")).hexdigest()[:12]
 
 
 @functools.lru_cache(maxsize=8192)

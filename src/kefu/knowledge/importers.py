@@ -18,7 +18,7 @@ from typing import Any
 
 from kefu.errors import InvalidRequest
 from kefu.knowledge.entries import KINDS, KbEntry, Kind
-from kefu.knowledge.text import normalize
+from kefu.text.normalize import normalize
 
 SUFFIXES = (".csv", ".json", ".jsonl", ".md", ".markdown")
 CSV_COLUMNS = ("question", "answer", "category")

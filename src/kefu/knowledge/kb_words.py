@@ -3,7 +3,7 @@
 The guard compares a message with the chosen answer: with the words of the whole
 knowledge base, with the words and names the answer and its questions use, and with
 each of those questions. Word lists change per entry added or removed, never by
-cutting every entry again. The entities of the texts (``cache.guard.salient``, about
+cutting every entry again. The entities of the texts (``text.entities.salient``, about
 0.25 ms a text, a few ms an answer) are read ahead on another thread (``unread``, then
 ``read_texts`` there, then ``learn``), so the first customer to ask about an answer does
 not pay for them; a text not yet read ahead is read when the guard first needs it.
@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kefu.cache.guard import Salient, salient
 from kefu.knowledge.embedder import Embedder
 from kefu.knowledge.entries import KbEntry, answer_key
-from kefu.knowledge.text import words_of
 from kefu.knowledge.vocabulary import Vocabulary, WordVectors, catalogue_products, is_catalogue
+from kefu.text.entities import Salient, salient
+from kefu.text.normalize import fold
+from kefu.text.words import words_of
 
 
 def entry_words(entry: KbEntry) -> list[str]:
@@ -41,7 +42,7 @@ class Coverage:
     names: frozenset[str]
     places: frozenset[str]
     words: frozenset[str]
-    text: str  # casefolded, one text a line: every question and answer, sorted
+    text: str  # folded and casefolded, one text a line: every question and answer, sorted
 
 
 class AnswerGroup:
@@ -122,7 +123,7 @@ class AnswerGroup:
                 places=frozenset().union(*(found.places for found in facts)),
                 words=frozenset().union(*(found.words for found in facts)),
                 # A line a text: a phrase is not found across two of them.
-                text="\n".join(sorted(texts)).casefold(),
+                text="\n".join(sorted(fold(text) for text in texts)).casefold(),
             )
         return self._coverage
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kefu.cache.guard import salient
 from kefu.errors import InvalidRequest, NotFound
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.text import normalize
 from kefu.sqlite_files import open_wal
+from kefu.text.entities import salient
+from kefu.text.message import Message, as_message
 
 MISSES_FILE = "misses.db"  # in the data dir
 State = Literal["open", "accepted", "rejected"]
@@ -113,7 +113,7 @@ class MissLog:
 
     def record(
         self,
-        message: str,
+        message: str | Message,
         entry: KbEntry,
         score: float,
         reason: str,
@@ -125,7 +125,8 @@ class MissLog:
         read that already (``flush`` reads it otherwise)."""
         if personal:
             return
-        row = (normalize(message), message, entry.id, entry.question, entry.answer, score, reason)
+        read = as_message(message)
+        row = (read.normal, read.raw, entry.id, entry.question, entry.answer, score, reason)
         self._pending.append(((*row, self._clock()), personal is None))
 
     def flush(self) -> None:

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
-from kefu.knowledge.text import is_cjk_word
+from kefu.text.words import is_cjk_word
 
 log = logging.getLogger("kefu.fastpath")
 

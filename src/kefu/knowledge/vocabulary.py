@@ -21,7 +21,7 @@ import numpy as np
 
 from kefu.knowledge.embedder import Embedder, Vectors
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.text import words_of
+from kefu.text.words import words_of
 
 # Entries in this category (any case) list what the shop sells: the products they name
 # are details of a question about anything else for the FAQ guard, as a place or a

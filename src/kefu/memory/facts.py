@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kefu.engine.base import ChatMessage
-from kefu.fastpath.order_numbers import read_order_number
-from kefu.knowledge.text import language
+from kefu.text.order_numbers import read_order_number
+from kefu.text.words import language
 
 MAX_VALUES = 5
 OPENING_CHARS = 200

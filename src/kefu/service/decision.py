@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kefu.cache.guard import Salient
 from kefu.calibration.features import (
     Findings,
     FirstLook,
@@ -27,9 +26,10 @@ from kefu.knowledge.base import Hit, KnowledgeBase
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.second_look import Nearest, Pick, SecondLook
-from kefu.knowledge.text import language
 from kefu.service.plan import Plan, Source
 from kefu.service.second_look import Incidental
+from kefu.text.message import Message, as_message
+from kefu.text.words import language
 
 # Hits the router weighs: enough that the best answers' second phrasings are among them
 # (the demo has about a dozen phrasings per answer).
@@ -38,10 +38,9 @@ ROUTER_HITS = 64
 
 def objection(
     kb: KnowledgeBase,
-    message: str,
+    message: Message,
     entry: KbEntry,
     *,
-    asked: Salient | None = None,
     incidental: Incidental | None = None,
 ) -> str | None:
     """The FAQ guard, against this knowledge base (``faq_objection``)."""
@@ -51,22 +50,22 @@ def objection(
         kb_words=kb.vocabulary,
         answer=kb.answer(entry),
         catalogue=kb.catalogue,
-        asked=asked,
         incidental=incidental,
     )
 
 
-def findings(
-    kb: KnowledgeBase, message: str, entry: KbEntry, *, asked: Salient | None = None
-) -> Findings:
-    """The guard's objection and the words' evidence, for the calibrated decision."""
-    objected = objection(kb, message, entry, asked=asked)
+def findings(kb: KnowledgeBase, message: str | Message, entry: KbEntry) -> Findings:
+    """The guard's objection and the words' evidence, for the calibrated decision
+    (a probe of the calibration comes as text)."""
+    message = as_message(message)
+    objected = objection(kb, message, entry)
     unknown, foreign = word_evidence(message, kb.vocabulary, kb.answer(entry))
-    return Findings(objected, unknown, foreign, negation_differs(message, entry.question))
+    negated = negation_differs(message.folded, entry.question)
+    return Findings(objected, unknown, foreign, negated)
 
 
 def judge(
-    kb: KnowledgeBase, message: str, pick: Pick, incidental: Incidental
+    kb: KnowledgeBase, message: Message, pick: Pick, incidental: Incidental
 ) -> tuple[KbEntry, str | None] | None:
     """The FAQ guard's objection to the picked entry; None when it is gone since."""
     entry = kb.get(pick.entry_id)
@@ -76,7 +75,7 @@ def judge(
 
 
 def second_look_features(
-    kb: KnowledgeBase, message: str, nearest: Nearest
+    kb: KnowledgeBase, message: Message, nearest: Nearest
 ) -> tuple[KbEntry, tuple[float, ...]] | None:
     """The entry the second look found and the calibrated decision's features for it;
     None when it is gone since."""
@@ -88,11 +87,9 @@ def second_look_features(
 
 def decide_first(
     kb: KnowledgeBase,
-    message: str,
-    lang: str,
+    message: Message,
     first: FirstLook | None,
     routing: Routing,
-    asked: Salient | None,
     calibration: Calibration,
     rules: Rules,
 ) -> Routing:
@@ -101,7 +98,7 @@ def decide_first(
     if first is None or first.hit is None:
         return replace(routing, intent="general", faq=None, reason="no knowledge-base answer")
     entry = first.hit.entry
-    found = findings(kb, message, entry, asked=asked)
+    found = findings(kb, message, entry)
     serves, p = calibration.first_serves(first_features(first.hit, first.lead, found))
     candidate = Candidate("faq", p, entry.id)
     candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
@@ -111,8 +108,8 @@ def decide_first(
         reason = f"first look: p {p:.2f} < {calibration.point.first:.2f}"
         if found.objection is not None:
             reason += f" ({found.objection})"
-    elif language(entry.answer) != lang:
-        reason = f"the answer is in {language(entry.answer)}, the message {lang}"
+    elif language(entry.answer) != message.lang:
+        reason = f"the answer is in {language(entry.answer)}, the message {message.lang}"
     else:
         return Routing("faq", p, first.lead, candidates, faq=first.hit, reason=None)
     return Routing("general", p, first.lead, candidates, reason=reason)

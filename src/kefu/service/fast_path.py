@@ -27,7 +27,6 @@ from dataclasses import replace
 from typing import TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
-from kefu.cache.guard import salient
 from kefu.calibration.features import first_look
 from kefu.calibration.fit import Observation
 from kefu.calibration.model import CALIBRATION_FILE, Calibration
@@ -36,12 +35,11 @@ from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import OrderBackend
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
 from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
-from kefu.knowledge.embedder import Embedder, Vectors
+from kefu.knowledge.embedder import Embedder, Vectors, embed_message
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, Pick, SecondLook, Transformer
-from kefu.knowledge.text import language
 from kefu.service import decision
 from kefu.service.cache_upkeep import evict_affected
 from kefu.service.calibration import Keeper, calibrate
@@ -49,6 +47,7 @@ from kefu.service.plan import PASSAGE_FLOOR, Plan, Source, best_passages
 from kefu.service.rule_answers import answer_by_rule
 from kefu.service.second_look import Incidental, SecondLooker
 from kefu.settings import Settings
+from kefu.text.message import Message
 from kefu.threads import lower_priority
 
 log = logging.getLogger("kefu.fastpath")
@@ -81,6 +80,7 @@ class FastPath:
             faq_margin=settings.faq_margin,
             order_pattern=settings.order_pattern,
             order_example=settings.order_example,
+            shop_name=settings.shop_name,
         )
         self._embedder_factory = embedder_factory
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
@@ -196,35 +196,39 @@ class FastPath:
 
     # -- deciding ---------------------------------------------------------------------------
 
-    async def plan(self, message: str, *, scope: str, failures: int) -> Plan:
-        lang = language(message)
-        rules = read_rules(message, failures=failures, config=self.router)
-        routing = route(message, (), config=self.router, rules=rules)
+    def read(self, message: str) -> Message:
+        """The message read once (``kefu.text.message``), with this shop's order numbers:
+        every step of ``plan`` reads this, none normalises the text again."""
+        return self.router.read(message)
+
+    async def plan(self, message: str | Message, *, scope: str, failures: int) -> Plan:
+        read = self.router.read(message)
+        rules = read_rules(read, failures=failures, config=self.router)
+        routing = route(read, (), config=self.router, rules=rules)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await answer_by_rule(
                 routing,
-                lang,
+                read.lang,
                 rules.mistyped_order_id,
                 settings=self.settings,
                 orders=self.orders,
                 hours=self.hours,
             )
-        plan = await self._look_up(
-            lambda: self._exact(message, lang) or self._search(message, scope, lang, rules)
-        )
+        plan = await self._look_up(lambda: self._exact(read) or self._search(read, scope, rules))
         if plan.tier == "llm" and plan.routing.intent == "general" and not rules.follow_up:
             if self.keeper.calibration is not None:
-                return await self._look_again_calibrated(message, plan, self.keeper.calibration)
-            return await self._look_again(message, plan) or plan
+                return await self._look_again_calibrated(read, plan, self.keeper.calibration)
+            return await self._look_again(read, plan) or plan
         return plan
 
     async def _look_again_calibrated(
-        self, message: str, declined: Plan, calibration: Calibration
+        self, message: Message, declined: Plan, calibration: Calibration
     ) -> Plan:
         """The second look, weighed by the calibrated decision (``decide_second``)."""
         if self.second_look is None:
             return declined
-        nearest = await self.second_look.nearest(message)
+        # The folded text: a message and its phone-typed twin are one to e5 too.
+        nearest = await self.second_look.nearest(message.folded)
         if nearest is None:
             return declined
         judged = await self._look_up(
@@ -237,7 +241,7 @@ class FastPath:
             declined, entry, nearest, features, calibration, kb_passages=self.settings.kb_passages
         )
 
-    async def _look_again(self, message: str, declined: Plan) -> Plan | None:
+    async def _look_again(self, message: Message, declined: Plan) -> Plan | None:
         """The second look (``service/second_look.py``), before the LLM."""
         if self.second_look is None:
             return None
@@ -247,7 +251,7 @@ class FastPath:
                 lambda: decision.judge(self._knowledge(), message, pick, incidental)
             )
 
-        answer = await self.second_look.answer(message, judge)
+        answer = await self.second_look.answer(message.folded, judge)
         if answer is None:
             return None
         entry, pick = answer.entry, answer.pick
@@ -258,7 +262,7 @@ class FastPath:
             declined, routing=routing, tier="faq", reply=entry.answer, source=source, passages=()
         )
 
-    def _exact(self, message: str, lang: str) -> Plan | None:
+    def _exact(self, message: Message) -> Plan | None:
         """A knowledge-base question asked word for word: no search needed."""
         assert self.kb is not None
         entry = self.kb.exact(message)
@@ -266,46 +270,42 @@ class FastPath:
             return None
         candidate = Candidate("faq", 1.0, entry.id)
         routing = Routing("faq", 1.0, 1.0, (candidate,), reason="the question, word for word")
-        return Plan(routing, lang, "faq", entry.answer, Source("kb", entry.id, entry.question))
+        source = Source("kb", entry.id, entry.question)
+        return Plan(routing, message.lang, "faq", entry.answer, source)
 
-    def _search(self, message: str, scope: str, lang: str, rules: Rules) -> Plan:
+    def _search(self, message: Message, scope: str, rules: Rules) -> Plan:
         assert self.kb is not None
         assert self.cache is not None
         assert self.embedder is not None
-        vector = self.embedder.embed_queries([message])[0]
+        lang = message.lang
+        vector = embed_message(self.embedder, message)
         hits = self.kb.search(
             message, query_vector=vector, k=max(self.settings.kb_passages, decision.ROUTER_HITS)
         )
         routing = route(message, hits, config=self.router, rules=rules)
         calibration = self.keeper.calibration
-        # What the FAQ guard and the answer cache both compare: read once.
-        asked = (
-            salient(message)
-            if routing.intent == "faq" or self.settings.answer_cache or calibration is not None
-            else None
-        )
+        # Whether the FAQ guard or the answer cache reads the entities (once, kept in
+        # the message): then the miss log knows whether they are the customer's own data.
+        entities = routing.intent == "faq" or self.settings.answer_cache or calibration is not None
         if calibration is not None:
             first = first_look(hits)
-            routing = decision.decide_first(
-                self.kb, message, lang, first, routing, asked, calibration, rules
-            )
+            routing = decision.decide_first(self.kb, message, first, routing, calibration, rules)
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
             # The calibrated decision weighed the guard's objection already.
             objection = (
-                None
-                if calibration is not None
-                else decision.objection(self.kb, message, entry, asked=asked)
+                None if calibration is not None else decision.objection(self.kb, message, entry)
             )
             if objection is None:
                 source = Source("kb", entry.id, entry.question)
                 return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
             routing = replace(routing, intent="general", faq=None, reason=objection)
-        self._note_miss(message, hits, routing, None if asked is None else bool(asked.personal))
+        personal = bool(message.entities.personal) if entities else None
+        self._note_miss(message, hits, routing, personal)
         if rules.follow_up:  # what it asks is in the conversation: not in the cache, nor for it
             return Plan(routing, lang, passages=best_passages(hits, self.settings.kb_passages))
         if self.settings.answer_cache:
-            lookup = self.cache.lookup(scope, message, vector, asked)
+            lookup = self.cache.lookup(scope, message, vector)
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
@@ -314,7 +314,7 @@ class FastPath:
         )
 
     def _note_miss(
-        self, message: str, hits: Sequence[Hit], routing: Routing, personal: bool | None
+        self, message: Message, hits: Sequence[Hit], routing: Routing, personal: bool | None
     ) -> None:
         """A message the best FAQ nearly answered: a phrasing the knowledge base lacks.
         ``personal``: whether it carries the customer's own data, when already read."""

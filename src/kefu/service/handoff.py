@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.router import Routing
-from kefu.knowledge.text import language
 from kefu.service.plan import Plan
+from kefu.text.words import language
 
 WAITING = Routing(
     intent="handoff", confidence=1.0, margin=1.0, candidates=(), reason="waiting for an agent"

@@ -20,7 +20,6 @@ from kefu.errors import EngineError, InvalidRequest, NotFound, UpstreamError
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
-from kefu.knowledge.text import normalize
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.service.context import build_context
@@ -29,6 +28,8 @@ from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
 from kefu.service.timeline import Timeline
 from kefu.store.base import Session, StoredMessage, Turn
+from kefu.text.message import Message, read_message
+from kefu.text.normalize import normalize
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +94,10 @@ def earlier_failures(stored: list[StoredMessage]) -> int:
     return count
 
 
-def asks_again(message: str, stored: list[StoredMessage]) -> bool:
+def asks_again(message: Message, stored: list[StoredMessage]) -> bool:
     """The customer repeats the previous question: the last answer did not help."""
     users = [m for m in stored if m.role == "user" and m.content]
-    return bool(users) and normalize(users[-1].content) == normalize(message)
+    return bool(users) and normalize(users[-1].content) == message.normal
 
 
 async def run_turn(
@@ -146,9 +147,11 @@ async def run_turn(
         timeline.mark("session_locked")
         turn_number = stored[-1].turn + 1 if stored else 1
         timeline.outcome.turn = turn_number
-        repeated = asks_again(message, stored)
+        # Read once: the fast path's every step reads this, none normalises it again.
+        read = read_message(message) if fast_path is None else fast_path.read(message)
+        repeated = asks_again(read, stored)
         # Kept with the turn, so the next turns can count failures in a row.
-        failed = repeated or is_failure_signal(message)
+        failed = repeated or is_failure_signal(read)
 
         plan: Plan | None = None
         if session is not None and session.state == "handoff":
@@ -157,7 +160,7 @@ async def run_turn(
             scope = fast_path.scope(tenant)
             # The router counts a message that says so itself; a repeat only we can see.
             failures = earlier_failures(stored) + repeated
-            plan = await fast_path.plan(message, scope=scope, failures=failures)
+            plan = await fast_path.plan(read, scope=scope, failures=failures)
         timeline.mark("routed")
         # aclosing: a client that leaves closes this generator, and the inner one must
         # run its finally (free the engine slot, store the turn) now, not at GC.

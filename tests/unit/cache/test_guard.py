@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kefu.cache.guard import Verdict, agree, salient
+from kefu.cache.guard import Verdict, agree
+from kefu.text.entities import salient
 
 
 @pytest.mark.parametrize(

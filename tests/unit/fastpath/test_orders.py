@@ -302,3 +302,13 @@ def test_unavailable_reply() -> None:
 
 def test_demo_json_items_survive_chinese(tmp_path: Path) -> None:
     assert json.dumps(["橡木餐桌"], ensure_ascii=False) == '["橡木餐桌"]'
+
+
+async def test_without_the_demo_the_order_table_starts_empty(tmp_path: Path) -> None:
+    """The sample orders go with the demo knowledge base, not with every shop."""
+    store = SqliteOrders(tmp_path / "o.db", today=TODAY, demo=False)
+    await store.open()
+    try:
+        assert await store.lookup("LH-100234") is None
+    finally:
+        await store.close()

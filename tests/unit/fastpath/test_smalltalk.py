@@ -118,3 +118,11 @@ def test_replies_name_the_shop_in_each_language() -> None:
 def test_unknown_kind() -> None:
     with pytest.raises(ValueError, match="unknown smalltalk kind 'weather'"):
         smalltalk_reply("weather", "en")
+
+
+def test_the_shop_s_own_name_is_filler_and_no_other_shop_s() -> None:
+    """``--shop-name`` names the shop customers thank; the demo's name is not built in."""
+    assert smalltalk_kind("thanks Acme!", "Acme|艾克美") == (SMALLTALK_CONFIDENCE, "thanks")
+    assert smalltalk_kind("谢谢艾克美", "Acme|艾克美") == (SMALLTALK_CONFIDENCE, "thanks")
+    assert smalltalk_kind("thanks Acme!") == (0.0, None)
+    assert smalltalk_kind("thanks Lumen Home!", "Acme") == (0.0, None)

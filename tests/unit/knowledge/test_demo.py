@@ -9,7 +9,8 @@ import pytest
 
 from kefu.knowledge.base import demo_entries
 from kefu.knowledge.embedder import StaticEmbedder
-from kefu.knowledge.text import is_cjk_word, normalize, words_of
+from kefu.text.normalize import normalize
+from kefu.text.words import is_cjk_word, words_of
 
 DATA = Path(__file__).resolve().parents[3] / "benchmarks" / "data"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kefu.cache.guard import salient
 from kefu.knowledge.base import KnowledgeBase, prepared
 from kefu.knowledge.embedder import TABLE, StaticEmbedder
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import entry_words, read_texts
-from kefu.knowledge.text import words_of
 from kefu.knowledge.vocabulary import Vocabulary, catalogue_products
+from kefu.text.entities import salient
+from kefu.text.words import words_of
 
 
 def cosine(embedder: StaticEmbedder, a: str, b: str) -> float:

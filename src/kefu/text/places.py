@@ -16,7 +16,7 @@ from __future__ import annotations
 
 # canonical key: (other English names, Chinese names)
 _PLACES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # Southeast Asia (the demo shop's market) first.
+    # Southeast Asia.
     "singapore": ((), ("新加坡", "星加坡", "狮城")),
     "malaysia": ((), ("马来西亚", "大马")),
     "kuala lumpur": (("kl",), ("吉隆坡",)),

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from kefu.cache.lexicon import NUMBER_WORDS_EN
-from kefu.knowledge.text import normalize
+from kefu.text.lexicon import NUMBER_WORDS_EN
+from kefu.text.normalize import normalize
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\W_]+(?:'[^\\W_]+)*")
@@ -55,8 +55,13 @@ _CONTEXT_CHARS = 3
 
 def frame(text: str) -> tuple[str, ...]:
     """Content tokens in order: Latin words less function words, Chinese characters."""
+    return frame_of_normal(normalize(text))
+
+
+def frame_of_normal(normal: str) -> tuple[str, ...]:
+    """``frame`` of a text's ``normalize`` form."""
     out = []
-    for token in _TOKEN.findall(_A_NOT_A.sub(r"\1", normalize(text))):
+    for token in _TOKEN.findall(_A_NOT_A.sub(r"\1", normal)):
         if _IS_CJK.match(token):
             if token not in _PARTICLES_ZH:
                 out.append(token)

@@ -1,4 +1,4 @@
-"""Text normalisation and tokenising shared by retrieval, the cache and the router.
+"""Words and tokens of a text, for retrieval, the cache and the FAQ guard.
 
 Two ways to cut Chinese, each where it serves best:
 
@@ -18,9 +18,10 @@ import functools
 import logging
 import re
 import threading
-import unicodedata
 import warnings
 from typing import Any
+
+from kefu.text.normalize import normalize
 
 # CJK unified ideographs (incl. extension A) and compatibility ideographs.
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -28,10 +29,7 @@ _CJK_RUN = re.compile(f"[{_CJK}]+")
 _WORD = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)*")
 _SEGMENTER_LOCK = threading.Lock()
 _segmenter: Any = None
-_SPACES = re.compile(r"\s+")
 _SCRIPT_EDGE = re.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[{_CJK}])")
-# Punctuation that ends or decorates a question without changing it.
-_EDGE_PUNCT = " \t\n.,!?;:~…。，！？；：、\"'\u201c\u201d\u2018\u2019()（）[]【】"
 
 
 def has_cjk(text: str) -> bool:
@@ -43,16 +41,6 @@ def language(text: str) -> str:
     return "zh" if has_cjk(text) else "en"
 
 
-def normalize(text: str) -> str:
-    """The form two messages share when they ask the same thing in the same words.
-
-    NFKC folds full-width letters, digits and commas into ASCII; case, runs of
-    spaces and punctuation at the edges do not change a question.
-    """
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return _SPACES.sub(" ", folded).strip(_EDGE_PUNCT)
-
-
 def space_scripts(text: str) -> str:
     """A space wherever Chinese meets Latin letters or digits: a CJK character is a word
     character to ``re``, so "订单LH-100234" has no \\b before the L without one."""
@@ -61,8 +49,13 @@ def space_scripts(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """Lexical tokens: Latin words and numbers whole, CJK as characters plus bigrams."""
+    return tokens_of_words(runs_of_normal(normalize(text)))
+
+
+def tokens_of_words(runs: list[str]) -> list[str]:
+    """``tokens`` of a text's ``runs_of_normal``."""
     out: list[str] = []
-    for word in _words(text):
+    for word in runs:
         if is_cjk_word(word):
             out.extend(word)
             out.extend(word[i : i + 2] for i in range(len(word) - 1))
@@ -71,10 +64,11 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-def _words(text: str) -> list[str]:
-    """Runs of Chinese characters and Latin words (apostrophes kept: "order's"), case
-    folded; a Latin word never runs into Chinese ("PO Box吗" is "po", "box", "吗")."""
-    return _WORD.findall(normalize(text).replace("\u2019", "'"))
+def runs_of_normal(normal: str) -> list[str]:
+    """Runs of Chinese characters and Latin words (apostrophes kept: "order's") of a
+    text's ``normalize`` form; a Latin word never runs into Chinese ("PO Box吗" is
+    "po", "box", "吗")."""
+    return _WORD.findall(normal)
 
 
 def is_cjk_word(word: str) -> bool:
@@ -117,8 +111,13 @@ def segment(run: str) -> tuple[str, ...]:
 def words_of(text: str, *, with_characters: bool = False) -> list[str]:
     """Case-folded Latin words and numbers, and Chinese dictionary words;
     ``with_characters`` also keeps the characters of each Chinese word."""
+    return words_of_runs(runs_of_normal(normalize(text)), with_characters=with_characters)
+
+
+def words_of_runs(runs: list[str], *, with_characters: bool = False) -> list[str]:
+    """``words_of`` a text's ``runs_of_normal``."""
     out: list[str] = []
-    for word in _words(text):
+    for word in runs:
         if is_cjk_word(word):
             parts = segment(word)
             out.extend(parts)

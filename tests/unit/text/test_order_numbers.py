@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kefu.fastpath.order_numbers import (
+from kefu.text.order_numbers import (
     DEFAULT_ORDER_EXAMPLE,
     DEFAULT_ORDER_PATTERN,
     example_fits,

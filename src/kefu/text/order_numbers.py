@@ -12,12 +12,13 @@ for, since bare digits are prices, postcodes and phone numbers as often as order
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from kefu.knowledge.text import space_scripts
+from kefu.text.normalize import fold
+from kefu.text.words import space_scripts
 
 DEFAULT_ORDER_PATTERN = r"\bLH-?\d{6}\b"
 DEFAULT_ORDER_EXAMPLE = "LH-100234"  # what the replies show as the shape to look for
@@ -33,6 +34,14 @@ def _order_regex(pattern: str) -> re.Pattern[str]:
 def example_fits(example: str, pattern: str) -> bool:
     """Whether the pattern takes the whole example (not a number inside a sentence)."""
     return _order_regex(pattern).fullmatch(example.strip()) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderFormat:
+    """What an order number looks like: ``--order-pattern`` and ``--order-example``."""
+
+    pattern: str = DEFAULT_ORDER_PATTERN
+    example: str | None = DEFAULT_ORDER_EXAMPLE
 
 
 class OrderNumber(NamedTuple):
@@ -54,7 +63,13 @@ def read_order_number(
     is the order when closing it up makes it one ("LH 100234"), and mistyped otherwise
     ("LH-10023": no number closes it up).
     """
-    text = space_scripts(unicodedata.normalize("NFKC", message))
+    return order_number_of_spaced(space_scripts(fold(message)), pattern, example)
+
+
+def order_number_of_spaced(
+    text: str, pattern: str = DEFAULT_ORDER_PATTERN, example: str | None = None
+) -> OrderNumber:
+    """``read_order_number`` of a ``fold``-ed text with its scripts spaced."""
     match = _order_regex(pattern).search(text)
     if match is not None:
         return OrderNumber(_canonical(match.group().strip().upper(), pattern))

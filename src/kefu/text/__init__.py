@@ -1,0 +1,3 @@
+"""Text below every package that reads it: the one normaliser, words and tokens, the
+entities (numbers, ids, places, names, negations), order numbers, and ``Message``,
+a customer's message read once. Imports nothing else of kefu."""
