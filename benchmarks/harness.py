@@ -66,7 +66,9 @@ def wait_until(url: str, log: Path, timeout: float = 120.0) -> None:
 
 
 @contextmanager
-def running(command: list[str], ready_url: str, name: str) -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    command: list[str], ready_url: str, name: str, ready_timeout: float = 120.0
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server subprocess until the block ends; its log goes to a temp file."""
     log = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
     with log.open("wb") as out:

@@ -52,3 +52,22 @@ def test_kill_9_during_load_loses_no_done_turn(tmp_path: Path) -> None:
         assert cycle["lost"] == 0, table
         assert cycle["half"] == 0, table
         assert cycle["corrupt"] == 0, table
+
+
+def test_two_minutes_of_soak_stay_up_with_bounded_fds(tmp_path: Path) -> None:
+    """RSS's slope over two minutes is noise (printed, not asserted); what must hold is
+    robust: no error but admission's 503s, every kind of traffic served, file
+    descriptors and threads bounded."""
+    soak, table = run_script(
+        "soak.py",
+        *("--minutes", "2", "--sample-seconds", "20"),
+        out=tmp_path / "soak.json",
+        timeout=500,
+    )
+    print(table)
+    assert soak["errors"] == {}, table
+    for kind in ("fast", "llm", "leave", "v1", "kb", "delete"):
+        assert soak["requests"].get(kind, 0) > 0, (kind, table)
+    assert len(soak["samples"]) >= 5, table
+    assert soak["fds_after_warmup_max_rise"] <= 16, table
+    assert soak["threads_max"] <= 64, table

@@ -51,6 +51,30 @@ def test_prediction_is_the_line_ahead_over_the_completion_rate() -> None:
     assert rate.completed == 1
 
 
+async def test_before_any_completion_the_oldest_running_age_stands_in() -> None:
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=3.0, clock=clock)
+    gate = asyncio.Event()
+
+    async def hold() -> None:
+        async with admission.slot():
+            await gate.wait()
+
+    running = [asyncio.create_task(hold()) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert admission.predicted_ttft() == 0.0  # running for 0 s: no evidence yet
+    clock.now += 4.0  # neither has finished in 4 s: a slot frees every 2 s at best
+    assert admission.predicted_ttft() == 2.0
+    waiting = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    with pytest.raises(Overloaded):  # second in line: 2 x 2 s > 3 s
+        async with admission.slot():
+            pytest.fail("must not be admitted")
+    gate.set()
+    await asyncio.gather(*running, waiting)
+    assert admission.rate.completed == 3
+
+
 async def test_no_rate_yet_the_bounded_line_decides() -> None:
     clock = Clock()
     admission = Admission(slots=1, max_waiting=0, timeout=10, ttft_slo=0.001, clock=clock)

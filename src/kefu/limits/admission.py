@@ -9,8 +9,9 @@ length is judged by time: a slot frees every ``service / slots`` seconds on aver
 newcomer starts after ``waiting + 1`` of them, and its first token comes ``first_token``
 after that. Over the SLO, it is refused at once (``Overloaded``) with a ``Retry-After``
 of the excess: by then the line ahead has drained that much. Until a first request
-completed there is no rate, and only the bounded line (``max_waiting``) decides, as it
-always does as a hard cap. Policy ``queue`` is the bounded line alone.
+completed, the age of the oldest running one stands in for the service time (a burst at
+start would otherwise wait out --queue-timeout: the soak saw it). The bounded line
+(``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 fails with QueueTimeout. Slots are handed over first-come, first-served.
@@ -48,7 +49,7 @@ class Ewma:
         )
 
 
-@dataclass
+@dataclass(eq=False)  # by identity: the running ones are kept in a set
 class Hold:
     """One request's slot: when it was granted, and (set by the caller) when its first
     token came, on the admission's clock."""
@@ -72,10 +73,15 @@ class ServiceRate:
         if hold.first_token is not None:
             self.first_token.add(hold.first_token - hold.granted)
 
-    def predicted_ttft(self, *, ahead: int, slots: int, slot_free: bool) -> float | None:
+    def predicted_ttft(
+        self, *, ahead: int, slots: int, slot_free: bool, oldest_running: float | None = None
+    ) -> float | None:
         """Seconds from now to the first token of a request with ``ahead`` waiting before
-        it; None before any completion."""
+        it. Before any completion, the age of the oldest running request stands in for the
+        service time (it has taken at least that long); None when there is neither."""
         service = self.service.value
+        if service is None:
+            service = oldest_running
         if service is None:
             return None
         wait = 0.0 if slot_free else (ahead + 1) * service / slots
@@ -103,6 +109,7 @@ class Admission:
         self.refused = {"overloaded": 0, "queue_full": 0, "queue_timeout": 0}
         self._free = slots
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._holds: set[Hold] = set()
 
     @property
     def running(self) -> int:
@@ -115,17 +122,25 @@ class Admission:
     def predicted_ttft(self) -> float | None:
         """A request arriving now: seconds to its first token, by the measured rate."""
         slot_free = self._free > 0 and not self._waiters
-        return self.rate.predicted_ttft(ahead=self.waiting, slots=self.slots, slot_free=slot_free)
+        oldest = min((h.granted for h in self._holds), default=None)
+        return self.rate.predicted_ttft(
+            ahead=self.waiting,
+            slots=self.slots,
+            slot_free=slot_free,
+            oldest_running=None if oldest is None else self.clock() - oldest,
+        )
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[Hold]:
         await self._acquire()
         hold = Hold(granted=self.clock())
+        self._holds.add(hold)
         completed = False
         try:
             yield hold
             completed = True
         finally:
+            self._holds.discard(hold)
             self._release()
             # Only a request that ran to its end measures the rate: one cut short by a
             # client that left says nothing of how long the next will hold its slot.
