@@ -213,8 +213,9 @@ def held(client: httpx.Client, pid: int) -> dict[str, Any]:
 def leaks(before: dict[str, Any], after: dict[str, Any]) -> int:
     """What is held after the storm beyond the idle levels before it."""
     zero = ("engine_running", "admission_running", "admission_waiting", "session_locks")
-    total = sum(after[k] for k in zero) + after["pending_writes"] + after["background_tasks"]
-    return (
+    total: int = sum(after[k] for k in zero) + after["pending_writes"]
+    total += after["background_tasks"]
+    return int(
         total
         + max(0, after["tasks"] - before["tasks"])
         + max(0, after["sockets"] - before["sockets"])

@@ -98,6 +98,10 @@ def proc_status(pid: int) -> tuple[float, int]:
     return rss, threads
 
 
+def open_fds(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+
+
 def sqlite_mib(data_dir: Path) -> float:
     files = [*data_dir.glob("*.db"), *data_dir.glob("*.db-wal"), *data_dir.glob("*.db-shm")]
     return sum(f.stat().st_size for f in files if f.exists()) / 2**20
@@ -247,7 +251,7 @@ async def sampler(
                 errors=errors,
                 busy=busy,
                 rss_mib=round(rss, 1),
-                fds=len(list(Path(f"/proc/{pid}/fd").iterdir())),
+                fds=open_fds(pid),
                 threads=threads,
                 sqlite_mib=round(sqlite_mib(data_dir), 2),
                 lag_p50_ms=round(percentile(window, 50), 1),
