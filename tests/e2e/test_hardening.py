@@ -54,6 +54,8 @@ def test_kill_9_during_load_loses_no_done_turn(tmp_path: Path) -> None:
         assert cycle["corrupt"] == 0, table
 
 
+# Two minutes of traffic, plus the model's start and the last replies: over the 300 s default.
+@pytest.mark.timeout(540)
 def test_two_minutes_of_soak_stay_up_with_bounded_fds(tmp_path: Path) -> None:
     """RSS's slope over two minutes is noise (printed, not asserted); what must hold is
     robust: no error but admission's 503s, every kind of traffic served, file
