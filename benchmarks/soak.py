@@ -212,7 +212,7 @@ class Traffic:
             )
             self.account("kb", response, response.content)
             batch += 1
-            await asyncio.sleep(30)
+            await asyncio.sleep(max(0.0, min(30.0, stop - time.monotonic())))
 
 
 def error_code(body: bytes) -> str:
