@@ -21,8 +21,8 @@ def test_a_busy_answer_is_shown_not_an_error(
     page: Page, page_errors: PageErrors, tmp_path: Path
 ) -> None:
     # One slot, no line: while one long reply streams, the next message is refused.
-    flags = ("--engine", "fake", "--fake-token-delay", "0.05", "--fake-reply-words", "400")
-    flags += ("--parallel", "1", "--max-queue", "0", "--no-fast-path")
+    flags = ["--engine", "fake", "--fake-token-delay", "0.05", "--fake-reply-words", "400"]
+    flags += ["--parallel", "1", "--max-queue", "0", "--no-fast-path"]
     with running_kefu(tmp_path, *flags) as kefu, httpx.Client(base_url=kefu.url) as http:
         started, done = threading.Event(), threading.Event()
 
