@@ -131,7 +131,8 @@ class Settings(BaseModel):
         2.0,
         gt=0,
         description="Seconds to the first token that --admission predicted aims for: a "
-        "request predicted to wait longer is refused at once instead of failing later.",
+        "request predicted to wait longer is refused at once instead of failing later, and "
+        "none waits in line longer than this.",
     )
     data_dir: Path = Field(
         Path("./kefu-data"), description="Folder for the session database and other state."

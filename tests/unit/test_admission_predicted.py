@@ -8,7 +8,7 @@ import contextlib
 
 import pytest
 
-from kefu.errors import Overloaded, QueueFull
+from kefu.errors import Overloaded, QueueFull, QueueTimeout
 from kefu.limits.admission import Admission, Ewma, Hold, ServiceRate
 
 pytestmark = pytest.mark.anyio
@@ -183,3 +183,16 @@ async def test_policy_queue_never_predicts() -> None:
     assert info.value.retry_after == 100.0  # one slot's turn at the measured rate
     gate.set()
     await asyncio.gather(first, second)
+
+
+async def test_with_an_slo_nobody_waits_longer_than_it() -> None:
+    """A wrong prediction costs the customer the SLO, not --queue-timeout."""
+    admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05)
+    assert admission.wait_limit == 0.05
+    async with admission.slot():
+        with pytest.raises(QueueTimeout) as info:
+            async with admission.slot():
+                pytest.fail("must not be admitted")
+    assert "0.05 s" in info.value.message
+    assert admission.refused["queue_timeout"] == 1
+    assert Admission(slots=1, max_waiting=4, timeout=30.0).wait_limit == 30.0

@@ -14,7 +14,8 @@ start would otherwise wait out --queue-timeout: the soak saw it). The bounded li
 (``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
-fails with QueueTimeout. Slots are handed over first-come, first-served.
+(with an SLO: no longer than the SLO) fails with QueueTimeout. Slots are handed over
+first-come, first-served.
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ class Admission:
         self._holds: set[Hold] = set()
 
     @property
+    def wait_limit(self) -> float:
+        """How long a request may wait in line: --queue-timeout, and with a TTFT SLO no
+        longer than the SLO (one still waiting then has missed it whatever comes next,
+        and a prediction that was wrong must not cost the customer 30 s)."""
+        return self.timeout if self.ttft_slo is None else min(self.timeout, self.ttft_slo)
+
+    @property
     def running(self) -> int:
         return self.slots - self._free
 
@@ -164,14 +172,14 @@ class Admission:
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives with the slot, and a request whose client left would still run.
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.wait_limit):
                 await waiter
         except TimeoutError:
             if waiter.done() and not waiter.cancelled():
                 return  # the slot arrived as the timer fired: keep it
             self.refused["queue_timeout"] += 1
             raise QueueTimeout(
-                f"no capacity freed up within {self.timeout:g} s; retry shortly",
+                f"no capacity freed up within {self.wait_limit:g} s; retry shortly",
                 retry_after=self._retry_after(),
             ) from None
         except BaseException:
