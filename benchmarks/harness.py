@@ -66,14 +66,16 @@ def wait_until(url: str, log: Path, timeout: float = 120.0) -> None:
 
 
 @contextmanager
-def running(command: list[str], ready_url: str, name: str) -> Iterator[None]:
+def running(
+    command: list[str], ready_url: str, name: str, ready_timeout: float = 120.0
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server subprocess until the block ends; its log goes to a temp file."""
     log = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_until(ready_url, log)
-            yield
+            wait_until(ready_url, log, ready_timeout)
+            yield process
         finally:
             process.send_signal(signal.SIGTERM)
             try:
@@ -89,6 +91,15 @@ def running(command: list[str], ready_url: str, name: str) -> Iterator[None]:
 def kefu_server(*flags: str, data_dir: Path | None = None) -> Iterator[str]:
     """``kefu serve`` on a free port and ``data_dir`` (default: a fresh one, removed
     after); yields the base URL."""
+    with kefu_process(*flags, data_dir=data_dir) as (url, _):
+        yield url
+
+
+@contextmanager
+def kefu_process(
+    *flags: str, data_dir: Path | None = None, ready_timeout: float = 120.0
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``kefu_server``, and its process (to sample its memory, or to kill it)."""
     port = free_port()
     with contextlib.ExitStack() as stack:
         if data_dir is None:
@@ -96,8 +107,8 @@ def kefu_server(*flags: str, data_dir: Path | None = None) -> Iterator[str]:
         command = [sys.executable, "-m", "kefu", "serve", "--port", str(port)]
         command += ["--data-dir", str(data_dir), "--log-level", "warning", *flags]
         url = f"http://127.0.0.1:{port}"
-        with running(command, url + "/ready", "kefu"):
-            yield url
+        with running(command, url + "/ready", "kefu", ready_timeout) as process:
+            yield url, process
 
 
 @contextmanager

@@ -89,6 +89,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 slots=settings.parallel,
                 max_waiting=settings.max_queue,
                 timeout=settings.queue_timeout,
+                ttft_slo=settings.ttft_slo if settings.admission == "predicted" else None,
             ),
             locks=state.locks,
             hours=ServiceHours.parse(settings.service_hours),

@@ -19,6 +19,7 @@ tree that transports raise and clients catch.
     │   └── RateLimited           the caller's token bucket or stream cap is spent (429)
     ├── Unavailable               retry later; carries ``retry_after`` seconds (503)
     │   ├── EngineNotReady        the model is still loading or warming up
+    │   ├── Overloaded            the predicted wait passes --ttft-slo: refused at once
     │   ├── QueueFull             the admission queue is full: fail fast, never queue forever
     │   ├── QueueTimeout          a request waited longer than --queue-timeout
     │   ├── ToolUnavailable       a backend a tool calls (the shop's order API) failed
@@ -123,6 +124,10 @@ class Unavailable(KefuError):
 
 class EngineNotReady(Unavailable):
     code = "engine_not_ready"
+
+
+class Overloaded(Unavailable):
+    code = "overloaded"
 
 
 class QueueFull(Unavailable):

@@ -120,6 +120,20 @@ class Settings(BaseModel):
     queue_timeout: float = Field(
         30.0, gt=0, description="Seconds a request may wait for a slot before it fails (503)."
     )
+    admission: Literal["predicted", "queue"] = Field(
+        "predicted",
+        description="How the LLM path admits requests: 'predicted' refuses at once (503 + "
+        "Retry-After; on /chat a 'busy' answer with the nearest FAQ entries) a request whose "
+        "first token the engine's measured service rate puts past --ttft-slo; 'queue' only "
+        "bounds the line (--max-queue, --queue-timeout).",
+    )
+    ttft_slo: float = Field(
+        2.0,
+        gt=0,
+        description="Seconds to the first token that --admission predicted aims for: a "
+        "request predicted to wait longer is refused at once instead of failing later, and "
+        "none waits in line longer than this.",
+    )
     data_dir: Path = Field(
         Path("./kefu-data"), description="Folder for the session database and other state."
     )

@@ -162,6 +162,25 @@ async def test_http_error_status_is_an_error_with_the_envelope() -> None:
     assert r.first_content is None
 
 
+async def test_a_busy_answer_is_an_error_with_its_code() -> None:
+    """kefu's /chat answers an overflow with a 503 whose body is one ``busy`` event."""
+    busy = {
+        "message": "We're busy right now",
+        "retry_after": 3,
+        "error": {"message": "the server is busy", "type": "x", "code": "overloaded"},
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = f"event: busy\ndata: {json.dumps(busy)}\n\n".encode()
+        return httpx.Response(503, content=body, headers={"content-type": "text/event-stream"})
+
+    async with client_for(handler) as client:
+        r = await ask(client, Conversation(Target("http://bench.test")), FakeClock())
+    assert r.status == "error"
+    assert r.http_status == 503
+    assert r.error == "HTTP 503 overloaded: the server is busy"
+
+
 async def test_in_stream_error_and_truncated_streams() -> None:
     clock = FakeClock()
     error = {"error": {"message": "engine died", "type": "server_error", "code": None}}

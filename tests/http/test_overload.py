@@ -44,7 +44,16 @@ def stream_text(response: httpx2.Response) -> str:
 
 
 def assert_queue_full(response: httpx2.Response) -> None:
-    error = assert_envelope(response, 503, "queue_full", "service_unavailable_error")
+    """/v1: the OpenAI envelope; /chat: a ``busy`` event (tests/http/test_busy.py) that
+    carries the same error."""
+    if response.request.url.path == "/chat":
+        assert response.status_code == 503, response.text
+        events = parse_sse(response.text)
+        assert [e.event for e in events] == ["busy"]
+        error = events[0].json()["error"]
+        assert error["code"] == "queue_full"
+    else:
+        error = assert_envelope(response, 503, "queue_full", "service_unavailable_error")
     assert "capacity" in error["message"]
     assert response.headers["retry-after"] == "1"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 
 from starlette.requests import Request
@@ -26,6 +27,14 @@ async def ready(request: Request) -> JSONResponse:
         "model": runtime.engine.model_id,
         "engine": asdict(runtime.engine.stats()),
         "admission": {"running": runtime.admission.running, "waiting": runtime.admission.waiting},
+        # What requests hold while they run: all back to idle levels once they are over
+        # (benchmarks/disconnect_storm.py and soak.py watch these).
+        "held": {
+            "session_locks": len(runtime.locks),
+            "pending_writes": len(runtime.pending_writes),
+            "background_tasks": len(runtime.background),
+            "tasks": len(asyncio.all_tasks()),
+        },
     }
     fast_path = runtime.fast_path
     if fast_path is not None:

@@ -41,14 +41,17 @@ async def open_event_stream(
     error_event: str | None,
     trailer: bytes = b"",
     keepalive: float | None = None,
+    head: Callable[[T], tuple[int, Mapping[str, str]]] | None = None,
 ) -> EventStream:
     """Start streaming ``events``; an error before the first event keeps its HTTP status.
 
     A KefuError after the stream started is sent in-band, as ``error_event`` (None:
     a plain ``data:`` frame, as OpenAI does), then ``trailer``. With ``keepalive``, a
     comment frame goes out whenever the next event takes longer than that many seconds.
+    ``head``: the status and extra headers the first event calls for (default 200).
     """
     first = await anext(events)
+    status, headers = head(first) if head is not None else (200, {})
 
     async def frames() -> AsyncGenerator[bytes, None]:
         try:
@@ -68,7 +71,7 @@ async def open_event_stream(
         if trailer:
             yield trailer
 
-    return EventStream(frames())
+    return EventStream(frames(), headers, status=status)
 
 
 KEEPALIVE_FRAME = b": waiting\n\n"
@@ -121,8 +124,11 @@ class EventStream:
         self,
         frames: AsyncGenerator[bytes, None],
         headers: Mapping[str, str] | None = None,
+        *,
+        status: int = 200,
     ) -> None:
         self.frames = frames
+        self.status = status
         self.headers = {**SSE_HEADERS, **(headers or {})}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -143,7 +149,7 @@ class EventStream:
     async def _send_all(self, send: Send) -> None:
         headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
         headers += [(k.encode(), v.encode()) for k, v in self.headers.items()]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
         try:
             async for frame in self.frames:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})

@@ -162,6 +162,9 @@ class Conversation:
 
 
 def _http_error(status: int, raw: bytes) -> str:
+    # kefu's /chat answers an overflow with a ``busy`` event whose data holds the error.
+    if raw.startswith(b"event:"):
+        raw = next((line[5:] for line in raw.splitlines() if line.startswith(b"data:")), raw)
     try:
         detail = error_message(json.loads(raw))
     except ValueError:

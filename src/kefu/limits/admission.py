@@ -1,27 +1,123 @@
-"""Admission control: at most ``slots`` requests in the engine, at most ``max_waiting`` in line.
+"""Admission control: at most ``slots`` requests in the engine, a bounded line, and (policy
+``predicted``) no request admitted that the measured service rate says cannot get its
+first token within ``ttft_slo``.
 
-A full line fails at once with QueueFull (503 + Retry-After) instead of growing
-without bound; a request that waits longer than ``timeout`` fails with
-QueueTimeout. Slots are handed over first-come, first-served.
+A request that would wait past its deadline only fails later, holding a place in line
+meanwhile (issue 23: 120 requests each waited 30 s to be told to retry). So the line's
+length is judged by time: a slot frees every ``service / slots`` seconds on average
+(``ServiceRate``: the EWMA of how long a completed request held its slot), the
+newcomer starts after ``waiting + 1`` of them, and its first token comes ``first_token``
+after that. Over the SLO, it is refused at once (``Overloaded``) with a ``Retry-After``
+of the excess: by then the line ahead has drained that much. Until a first request
+completed, the age of the oldest running one stands in for the service time (a burst at
+start would otherwise wait out --queue-timeout: the soak saw it). The bounded line
+(``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
+
+A full line fails at once with QueueFull; a request that waits longer than ``timeout``
+(with an SLO: no longer than the SLO) fails with QueueTimeout. Slots are handed over
+first-come, first-served.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal
 
-from kefu.errors import QueueFull, QueueTimeout
+from kefu.errors import Overloaded, QueueFull, QueueTimeout
+
+AdmissionPolicy = Literal["predicted", "queue"]
+
+# Weight of the newest completion in the averages: about the last ten count.
+EWMA_WEIGHT = 0.2
+
+
+class Ewma:
+    """An exponentially weighted mean; None until the first sample."""
+
+    def __init__(self, weight: float = EWMA_WEIGHT) -> None:
+        self.weight = weight
+        self.value: float | None = None
+
+    def add(self, sample: float) -> None:
+        sample = max(sample, 0.0)
+        self.value = (
+            sample if self.value is None else self.value + self.weight * (sample - self.value)
+        )
+
+
+@dataclass(eq=False)  # by identity: the running ones are kept in a set
+class Hold:
+    """One request's slot: when it was granted, and (set by the caller) when its first
+    token came, on the admission's clock."""
+
+    granted: float
+    first_token: float | None = None
+
+
+class ServiceRate:
+    """What completed requests tell of the engine: how long one holds a slot, and how long
+    from its grant to its first token."""
+
+    def __init__(self, weight: float = EWMA_WEIGHT) -> None:
+        self.service = Ewma(weight)
+        self.first_token = Ewma(weight)
+        self.completed = 0
+
+    def record(self, hold: Hold, released: float) -> None:
+        self.completed += 1
+        self.service.add(released - hold.granted)
+        if hold.first_token is not None:
+            self.first_token.add(hold.first_token - hold.granted)
+
+    def predicted_ttft(
+        self, *, ahead: int, slots: int, slot_free: bool, oldest_running: float | None = None
+    ) -> float | None:
+        """Seconds from now to the first token of a request with ``ahead`` waiting before
+        it. Before any completion, the age of the oldest running request stands in for the
+        service time (it has taken at least that long); None when there is neither."""
+        service = self.service.value
+        if service is None:
+            service = oldest_running
+        if service is None:
+            return None
+        wait = 0.0 if slot_free else (ahead + 1) * service / slots
+        return wait + (self.first_token.value or 0.0)
 
 
 class Admission:
-    def __init__(self, *, slots: int, max_waiting: int, timeout: float) -> None:
+    def __init__(
+        self,
+        *,
+        slots: int,
+        max_waiting: int,
+        timeout: float,
+        ttft_slo: float | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        """``ttft_slo`` None: the bounded line alone (policy ``queue``). ``clock`` must be
+        the one first-token times are read on (the timeline's perf_counter)."""
         self.slots = slots
         self.max_waiting = max_waiting
         self.timeout = timeout
+        self.ttft_slo = ttft_slo
+        self.clock = clock
+        self.rate = ServiceRate()
+        self.refused = {"overloaded": 0, "queue_full": 0, "queue_timeout": 0}
         self._free = slots
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._holds: set[Hold] = set()
+
+    @property
+    def wait_limit(self) -> float:
+        """How long a request may wait in line: --queue-timeout, and with a TTFT SLO no
+        longer than the SLO (one still waiting then has missed it whatever comes next,
+        and a prediction that was wrong must not cost the customer 30 s)."""
+        return self.timeout if self.ttft_slo is None else min(self.timeout, self.ttft_slo)
 
     @property
     def running(self) -> int:
@@ -31,37 +127,60 @@ class Admission:
     def waiting(self) -> int:
         return sum(1 for w in self._waiters if not w.done())
 
+    def predicted_ttft(self) -> float | None:
+        """A request arriving now: seconds to its first token, by the measured rate."""
+        slot_free = self._free > 0 and not self._waiters
+        oldest = min((h.granted for h in self._holds), default=None)
+        return self.rate.predicted_ttft(
+            ahead=self.waiting,
+            slots=self.slots,
+            slot_free=slot_free,
+            oldest_running=None if oldest is None else self.clock() - oldest,
+        )
+
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self) -> AsyncIterator[Hold]:
         await self._acquire()
+        hold = Hold(granted=self.clock())
+        self._holds.add(hold)
+        completed = False
         try:
-            yield
+            yield hold
+            completed = True
         finally:
+            self._holds.discard(hold)
             self._release()
+            # Only a request that ran to its end measures the rate: one cut short by a
+            # client that left says nothing of how long the next will hold its slot.
+            if completed:
+                self.rate.record(hold, self.clock())
 
     async def _acquire(self) -> None:
         if self._free > 0 and not self._waiters:
             self._free -= 1
             return
+        self._refuse_if_late()
         if self.waiting >= self.max_waiting:
+            self.refused["queue_full"] += 1
             raise QueueFull(
                 f"the server is at capacity ({self.slots} running, {self.waiting} waiting); "
                 "retry shortly",
-                retry_after=1.0,
+                retry_after=self._retry_after(),
             )
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives with the slot, and a request whose client left would still run.
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(self.wait_limit):
                 await waiter
         except TimeoutError:
             if waiter.done() and not waiter.cancelled():
                 return  # the slot arrived as the timer fired: keep it
+            self.refused["queue_timeout"] += 1
             raise QueueTimeout(
-                f"no capacity freed up within {self.timeout:g} s; retry shortly",
-                retry_after=1.0,
+                f"no capacity freed up within {self.wait_limit:g} s; retry shortly",
+                retry_after=self._retry_after(),
             ) from None
         except BaseException:
             if waiter.done() and not waiter.cancelled():
@@ -72,6 +191,24 @@ class Admission:
                 waiter.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+
+    def _refuse_if_late(self) -> None:
+        if self.ttft_slo is None:
+            return
+        predicted = self.predicted_ttft()
+        if predicted is None or predicted <= self.ttft_slo:
+            return
+        self.refused["overloaded"] += 1
+        raise Overloaded(
+            f"the server is busy: a reply would start in about {predicted:.1f} s, over the "
+            f"{self.ttft_slo:g} s it aims for; retry shortly",
+            retry_after=max(1.0, predicted - self.ttft_slo),
+        )
+
+    def _retry_after(self) -> float:
+        """Until a place in line is likely to free up (one slot's turn), at least 1 s."""
+        service = self.rate.service.value
+        return 1.0 if service is None else max(1.0, service / self.slots)
 
     def _release(self) -> None:
         while self._waiters:

@@ -219,11 +219,14 @@ class Runtime:
 
     @asynccontextmanager
     async def admitted(self, timeline: Timeline) -> AsyncIterator[None]:
-        """Hold an engine slot; fails fast with QueueFull, or QueueTimeout after waiting."""
+        """Hold an engine slot; fails fast with Overloaded or QueueFull, or QueueTimeout
+        after waiting."""
         self.check_ready()
         timeline.mark("admitted")
-        async with self.admission.slot():
+        async with self.admission.slot() as hold:
             yield
+            # A completed request tells admission how soon a slot's first token comes.
+            hold.first_token = timeline.at("first_token")
 
     async def generate(
         self, request: GenerationRequest, timeline: Timeline

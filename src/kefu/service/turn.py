@@ -16,12 +16,21 @@ from functools import partial
 from typing import Any
 
 from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
-from kefu.errors import EngineError, InvalidRequest, NotFound, UpstreamError
+from kefu.errors import (
+    EngineError,
+    InvalidRequest,
+    NotFound,
+    Overloaded,
+    QueueFull,
+    QueueTimeout,
+    UpstreamError,
+)
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
+from kefu.service.busy import TurnBusy, busy_answer
 from kefu.service.context import build_context
 from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
@@ -30,6 +39,7 @@ from kefu.service.timeline import Timeline
 from kefu.store.base import Session, StoredMessage, Turn
 from kefu.text.message import Message, read_message
 from kefu.text.normalize import normalize
+from kefu.text.words import language
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +75,7 @@ class TurnDone:
     routed: dict[str, str | int] | None = None
 
 
-TurnEvent = TurnStarted | TurnToken | TurnHandoff | TurnDone
+TurnEvent = TurnStarted | TurnToken | TurnHandoff | TurnDone | TurnBusy
 
 GENERAL = Routing(intent="general", confidence=0.0, margin=0.0, candidates=())
 
@@ -199,12 +209,27 @@ async def run_turn(
             owner=owner,
             memory=memory_block(memory),
         )
+        started = False
         try:
             async with aclosing(generation) as events:
                 async for event in events:
+                    started = True
                     yield event
+        except (Overloaded, QueueFull, QueueTimeout) as exc:
+            if started:
+                raise
+            # Refused before the reply began: a shop's "busy" answer, and nothing stored.
+            timeline.outcome.error = exc.code
+            yield busy_answer(
+                exc=exc,
+                session_id=None if is_new else session_id,
+                message=message,
+                passages=plan.passages if plan is not None else (),
+                agents=runtime.handoff_hours(language(message)),
+            )
+            return
         finally:
-            if settings.memory == "summary":
+            if settings.memory == "summary" and started:
                 runtime.memory.turn_ended(session_id, turn_number, covered)
 
 

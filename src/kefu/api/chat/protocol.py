@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from kefu.api.protocol import NoNul
+from kefu.service.busy import TurnBusy
 from kefu.store.base import SessionMemory
 
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128), *NoNul]
@@ -131,3 +132,47 @@ class StateEvent(BaseModel):
 
     state: str
     reason: str | None
+
+
+class SuggestionOut(BaseModel):
+    id: str
+    question: str
+    answer: str
+
+
+class HandoffOffer(BaseModel):
+    agents_available: bool
+    service_hours: str
+
+
+class BusyOut(BaseModel):
+    """The ``busy`` event (status 503, ``Retry-After``): what the page shows, and the
+    refusal as the OpenAI envelope's ``error`` object for clients that read only that."""
+
+    session_id: str | None
+    message: str
+    retry_after: int
+    suggestions: list[SuggestionOut]
+    handoff: HandoffOffer
+    error: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: TurnBusy) -> BusyOut:
+        return cls(
+            session_id=event.session_id,
+            message=event.message,
+            retry_after=event.retry_after,
+            suggestions=[
+                SuggestionOut(id=s.id, question=s.question, answer=s.answer)
+                for s in event.suggestions
+            ],
+            handoff=HandoffOffer(
+                agents_available=event.agents_available, service_hours=event.service_hours
+            ),
+            error={
+                "message": event.reason,
+                "type": "service_unavailable_error",
+                "param": None,
+                "code": event.code,
+            },
+        )

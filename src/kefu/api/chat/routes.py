@@ -11,10 +11,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kefu.api.body import read_model
-from kefu.api.chat.protocol import ChatRequest, MemoryOut, MessageOut, SessionOut
+from kefu.api.chat.protocol import BusyOut, ChatRequest, MemoryOut, MessageOut, SessionOut
 from kefu.api.guard import owner_of
 from kefu.api.sse import EventStream, open_event_stream, sse_event
 from kefu.errors import NotFound
+from kefu.service.busy import TurnBusy
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 from kefu.service.turn import (
@@ -51,11 +52,20 @@ async def chat(request: Request) -> EventStream:
         owner=owner_of(request),
     )
     return await open_event_stream(
-        events, _frame, error_event="error", keepalive=WAITING_KEEPALIVE_SECONDS
+        events, _frame, error_event="error", keepalive=WAITING_KEEPALIVE_SECONDS, head=_head
     )
 
 
+def _head(event: TurnEvent) -> tuple[int, dict[str, str]]:
+    """A busy answer keeps the refusal's status, so clients and balancers see a 503."""
+    if isinstance(event, TurnBusy):
+        return 503, {"retry-after": str(event.retry_after)}
+    return 200, {}
+
+
 def _frame(event: TurnEvent) -> bytes:
+    if isinstance(event, TurnBusy):
+        return sse_event(BusyOut.of(event).model_dump(), event="busy")
     if isinstance(event, TurnToken):
         return sse_event({"text": event.text}, event="token")
     if isinstance(event, TurnStarted):

@@ -23,6 +23,7 @@ from kefu.api.agent.protocol import (
 )
 from kefu.api.chat.protocol import (
     AgentEvent,
+    BusyOut,
     ChatRequest,
     DoneEvent,
     HandoffEvent,
@@ -103,6 +104,7 @@ CHAT_EVENTS = Stream(
         "error": (ErrorEnvelope,),
     }
 )
+BUSY_EVENTS = Stream({"busy": (BusyOut,)})
 SESSION_EVENTS = Stream({"agent": (AgentEvent,), "state": (StateEvent,)})
 COMPLETION_CHUNKS = Stream({"message": (ChatCompletionChunk, ErrorEnvelope)}, literals=("[DONE]",))
 WINDOW = Param(
@@ -158,9 +160,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                 "`handoff` then `done`); an `error` event if it fails after it started.",
                 stream=CHAT_EVENTS,
             ),
+            Reply(
+                503,
+                "Not taken: the envelope while loading or without an engine; admission's "
+                "refusals (`overloaded`, `queue_full`, `queue_timeout`) as one `busy` event "
+                "(the nearest FAQ entries, an offer of a human, when to try again).",
+                ErrorEnvelope,
+                stream=BUSY_EVENTS,
+                headers={"Retry-After": "Seconds to wait before trying again."},
+            ),
         ),
         body=ChatRequest,
-        errors=(404, 409, 429, 500, 503),
+        errors=(404, 409, 429, 500),
     ),
     ("GET", "/sessions/{session_id}/events"): Operation(
         "The customer's live stream",

@@ -1,0 +1,114 @@
+"""An overflow on /chat is answered the way a shop would (503 + Retry-After, a ``busy``
+event with the nearest FAQ entries and an offer of a human); /v1 gets the plain envelope.
+
+The engine is gated and the admission's measured rate is set by the test, so "the
+engine is too slow for the SLO" is a state, not a race."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kefu.limits.admission import Hold
+from kefu.service.runtime import Runtime
+from tests.http.helpers import (
+    GatedEngine,
+    SettingsFactory,
+    assert_envelope,
+    make_app,
+    parse_sse,
+    serve,
+    wait_until,
+)
+
+pytestmark = pytest.mark.anyio
+
+# Near the demo shop's returns answers, but not one of its questions: the LLM answers it
+# with those passages in its context (the test checks that premise).
+ZH_QUESTION = "我家的狗把灯的电线咬坏了，保修怎么算"
+QUESTION = "how does the warranty work if my dog chewed the lamp cable"
+
+
+def slow_engine_measured(runtime: Runtime) -> None:
+    """As if a request had held its slot 10 s, its first token after 1 s."""
+    runtime.admission.rate.record(Hold(granted=0.0, first_token=1.0), released=10.0)
+
+
+async def test_chat_overflow_is_a_busy_answer_with_suggestions(
+    settings_factory: SettingsFactory,
+) -> None:
+    engine = GatedEngine()
+    settings = settings_factory(parallel=1, max_queue=8, ttft_slo=2.0, fast_path=True)
+    app = make_app(settings, engine)
+    async with serve(app) as client:
+        runtime: Runtime = app.state.runtime
+        await wait_until(lambda: runtime.fast_path is not None, within=60)
+        assert runtime.fast_path is not None
+        plan = await runtime.fast_path.plan(
+            QUESTION, scope=runtime.fast_path.scope("default"), failures=0
+        )
+        assert plan.reply is None
+        assert plan.passages, "the premise: the question has FAQ passages for the LLM"
+
+        engine.release()
+        first = parse_sse((await client.post("/chat", json={"message": "hello there"})).text)
+        session_id = first[-1].json()["session_id"]
+        engine.close_gate()
+
+        slow_engine_measured(runtime)
+        busy = asyncio.create_task(
+            client.post(
+                "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": "hold the slot"}]},
+            )
+        )
+        await wait_until(lambda: runtime.admission.running == 1)
+
+        # A returning customer: 1 x 10 s + 1 s to the first token > 2 s.
+        response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "9"  # 11 s predicted - 2 s SLO
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(response.text)
+        assert [e.event for e in events] == ["busy"]
+        data = events[0].json()
+        assert data["session_id"] == session_id
+        assert data["retry_after"] == 9
+        assert "9 s" in data["message"]
+        assert "human" in data["message"]
+        assert [s["id"] for s in data["suggestions"]] == [h.entry.id for h in plan.passages]
+        assert all(s["question"] and s["answer"] for s in data["suggestions"])
+        assert set(data["handoff"]) == {"agents_available", "service_hours"}
+        assert data["error"]["code"] == "overloaded"
+        assert data["error"]["type"] == "service_unavailable_error"
+
+        # A first message: no session is made for it, in Chinese the answer is Chinese.
+        response = await client.post("/chat", json={"message": ZH_QUESTION})
+        assert response.status_code == 503
+        data = parse_sse(response.text)[0].json()
+        assert data["session_id"] is None
+        assert "秒" in data["message"]
+
+        # /v1: the plain envelope, the same Retry-After.
+        response = await client.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        error = assert_envelope(response, 503, "overloaded", "service_unavailable_error")
+        assert "2 s" in error["message"]
+        assert response.headers["retry-after"] == "9"
+
+        engine.release()
+        assert (await busy).status_code == 200
+        # The refused turn was not stored; the session holds only its first turn.
+        stored = (await client.get(f"/sessions/{session_id}")).json()["messages"]
+        assert [m["content"] for m in stored if m["role"] == "user"] == ["hello there"]
+        assert runtime.admission.refused["overloaded"] == 3
+        assert runtime.admission.running == 0
+
+        # The session lock was released: the next turn (engine fast again) is served.
+        for _ in range(20):
+            runtime.admission.rate.record(Hold(granted=0.0, first_token=0.0), released=0.0)
+        response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
+        assert response.status_code == 200
+        assert parse_sse(response.text)[-1].event == "done"

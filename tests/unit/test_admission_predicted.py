@@ -1,0 +1,198 @@
+"""Admission by predicted wait: the measured service rate and the line ahead decide, on a
+clock the test sets (no sleeping, no timing asserted)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from kefu.errors import Overloaded, QueueFull, QueueTimeout
+from kefu.limits.admission import Admission, Ewma, Hold, ServiceRate
+
+pytestmark = pytest.mark.anyio
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def complete(admission: Admission, clock: Clock, *, service: float, first: float) -> None:
+    """One request that holds its slot ``service`` seconds, its first token at ``first``."""
+    async with admission.slot() as hold:
+        hold.first_token = clock.now + first
+        clock.now += service
+
+
+def test_ewma_starts_at_the_first_sample_and_follows() -> None:
+    mean = Ewma(weight=0.5)
+    assert mean.value is None
+    mean.add(4.0)
+    assert mean.value == 4.0
+    mean.add(2.0)
+    assert mean.value == 3.0
+    mean.add(-1.0)  # a clock step back counts as nothing, not as negative time
+    assert mean.value == 1.5
+
+
+def test_prediction_is_the_line_ahead_over_the_completion_rate() -> None:
+    rate = ServiceRate(weight=1.0)
+    assert rate.predicted_ttft(ahead=0, slots=4, slot_free=False) is None
+    rate.record(Hold(granted=10.0, first_token=10.5), released=18.0)  # 8 s held, 0.5 s to token
+    # A free slot: only the first token's wait.
+    assert rate.predicted_ttft(ahead=5, slots=4, slot_free=True) == 0.5
+    # All busy: a slot frees every 8/4 = 2 s; third in line starts after 3 of them.
+    assert rate.predicted_ttft(ahead=2, slots=4, slot_free=False) == 3 * 2.0 + 0.5
+    assert rate.completed == 1
+
+
+async def test_before_any_completion_the_oldest_running_age_stands_in() -> None:
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=3.0, clock=clock)
+    gate = asyncio.Event()
+
+    async def hold() -> None:
+        async with admission.slot():
+            await gate.wait()
+
+    running = [asyncio.create_task(hold()) for _ in range(2)]
+    await asyncio.sleep(0)
+    assert admission.predicted_ttft() == 0.0  # running for 0 s: no evidence yet
+    clock.now += 4.0  # neither has finished in 4 s: a slot frees every 2 s at best
+    assert admission.predicted_ttft() == 2.0
+    waiting = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    with pytest.raises(Overloaded):  # second in line: 2 x 2 s > 3 s
+        async with admission.slot():
+            pytest.fail("must not be admitted")
+    gate.set()
+    await asyncio.gather(*running, waiting)
+    assert admission.rate.completed == 3
+
+
+async def test_no_rate_yet_the_bounded_line_decides() -> None:
+    clock = Clock()
+    admission = Admission(slots=1, max_waiting=0, timeout=10, ttft_slo=0.001, clock=clock)
+    assert admission.predicted_ttft() is None
+    async with admission.slot():
+        with pytest.raises(QueueFull):
+            async with admission.slot():
+                pytest.fail("must not be admitted")
+    assert admission.refused == {"overloaded": 0, "queue_full": 1, "queue_timeout": 0}
+
+
+async def test_refuses_at_once_what_cannot_start_within_the_slo() -> None:
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=3.0, clock=clock)
+    await complete(admission, clock, service=4.0, first=0.5)  # slot frees every 2 s
+    assert admission.predicted_ttft() == 0.5  # a slot is free
+
+    entered: list[int] = []
+
+    async def request(i: int, gate: asyncio.Event) -> None:
+        async with admission.slot():
+            entered.append(i)
+            await gate.wait()
+
+    gate = asyncio.Event()
+    running = [asyncio.create_task(request(i, gate)) for i in range(2)]
+    await asyncio.sleep(0)
+    assert admission.running == 2
+    # Next in line: 1 x 2 s + 0.5 s = 2.5 s, within 3 s: it waits.
+    assert admission.predicted_ttft() == 2.5
+    waiting = asyncio.create_task(request(2, gate))
+    await asyncio.sleep(0)
+    assert admission.waiting == 1
+    # The one after: 2 x 2 s + 0.5 = 4.5 s > 3 s: refused without waiting.
+    with pytest.raises(Overloaded) as info:
+        async with admission.slot():
+            pytest.fail("must not be admitted")
+    assert info.value.code == "overloaded"
+    assert info.value.retry_after == pytest.approx(1.5)  # the excess over the SLO
+    assert "4.5 s" in info.value.message
+    assert admission.waiting == 1
+    assert admission.refused["overloaded"] == 1
+
+    gate.set()
+    await asyncio.gather(*running, waiting)
+    assert sorted(entered) == [0, 1, 2]
+    assert admission.running == 0
+
+
+async def test_retry_after_is_at_least_a_second() -> None:
+    clock = Clock()
+    admission = Admission(slots=1, max_waiting=100, timeout=10, ttft_slo=0.1, clock=clock)
+    await complete(admission, clock, service=0.15, first=0.05)
+    async with admission.slot():
+        with pytest.raises(Overloaded) as info:  # 0.15 + 0.05 s > 0.1 s
+            async with admission.slot():
+                pytest.fail("must not be admitted")
+    assert info.value.retry_after == 1.0
+
+
+async def test_the_rate_follows_the_engine() -> None:
+    clock = Clock()
+    admission = Admission(slots=1, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    await complete(admission, clock, service=10.0, first=1.0)
+    async with admission.slot():
+        with pytest.raises(Overloaded):
+            async with admission.slot():
+                pytest.fail("must not be admitted")
+    for _ in range(30):  # the engine got fast: the averages forget the slow request
+        await complete(admission, clock, service=0.2, first=0.1)
+    prediction = admission.predicted_ttft()
+    assert prediction is not None
+    assert prediction < 0.5
+
+
+async def test_requests_cut_short_do_not_count() -> None:
+    clock = Clock()
+    admission = Admission(slots=1, max_waiting=4, timeout=10, ttft_slo=2.0, clock=clock)
+    with contextlib.suppress(KeyError):
+        async with admission.slot():
+            clock.now += 0.01
+            raise KeyError("client left")
+    assert admission.rate.completed == 0
+    assert admission.predicted_ttft() is None
+    assert admission.running == 0
+
+
+async def test_policy_queue_never_predicts() -> None:
+    clock = Clock()
+    admission = Admission(slots=1, max_waiting=1, timeout=10, ttft_slo=None, clock=clock)
+    await complete(admission, clock, service=100.0, first=50.0)
+    gate = asyncio.Event()
+
+    async def hold() -> None:
+        async with admission.slot():
+            await gate.wait()
+
+    first = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    second = asyncio.create_task(hold())  # waits, however long the prediction
+    await asyncio.sleep(0)
+    assert admission.waiting == 1
+    with pytest.raises(QueueFull) as info:
+        async with admission.slot():
+            pytest.fail("must not be admitted")
+    assert info.value.retry_after == 100.0  # one slot's turn at the measured rate
+    gate.set()
+    await asyncio.gather(first, second)
+
+
+async def test_with_an_slo_nobody_waits_longer_than_it() -> None:
+    """A wrong prediction costs the customer the SLO, not --queue-timeout."""
+    admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05)
+    assert admission.wait_limit == 0.05
+    async with admission.slot():
+        with pytest.raises(QueueTimeout) as info:
+            async with admission.slot():
+                pytest.fail("must not be admitted")
+    assert "0.05 s" in info.value.message
+    assert admission.refused["queue_timeout"] == 1
+    assert Admission(slots=1, max_waiting=4, timeout=30.0).wait_limit == 30.0
