@@ -131,6 +131,8 @@ def server_flags(args: argparse.Namespace, mode: str) -> list[str]:
         "0",
         "--max-tokens",
         str(args.max_tokens),
+        "--engine-nice",
+        str(args.engine_nice),
     ]
 
 
@@ -197,6 +199,13 @@ def main() -> int:
         "--think", type=float, default=2.0, help="seconds a customer takes between turns"
     )
     parser.add_argument("--threads", type=int, default=2, help="decode threads")
+    parser.add_argument(
+        "--engine-nice",
+        type=int,
+        default=19,
+        help="kefu's --engine-nice; 0 on a machine shared with other work, where 19 leaves "
+        "the decode threads only what everything else does not take",
+    )
     parser.add_argument("--model", type=Path, default=bundled_model_path(), help="GGUF file")
     parser.add_argument(
         "--modes", default="summary,window,full", help="comma-separated: summary, window, full"
@@ -212,6 +221,7 @@ def main() -> int:
     print(
         f"long conversations: {args.sessions} sessions x {args.turns} turns, "
         f"max_tokens {args.max_tokens}, think {args.think:g} s, {args.threads} threads, "
+        f"engine nice {args.engine_nice}, "
         f"model {args.model.name}"
     )
     last = max((t for t in REPORTED_TURNS if t <= args.turns), default=1)
