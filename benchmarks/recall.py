@@ -148,13 +148,16 @@ async def run_mode(
     flags = [*MODES[mode], *COMMON, *ORDERS, "--model", str(args.model)]
     flags += ["--threads", str(args.threads), "--engine-nice", str(args.engine_nice)]
     flags += ["--no-fast-path", "--temperature", "0", "--max-tokens", str(args.max_tokens)]
+    # As many conversations at once as the engine has slots: more would only queue.
+    gate = asyncio.Semaphore(args.concurrency)
+
+    async def gated(client: httpx.AsyncClient, url: str, case: Case) -> Outcome:
+        async with gate:
+            return await one(client, url, case, fillers[case.language], args, mode)
+
     with kefu_server(*flags) as url:
         async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
-            return list(
-                await asyncio.gather(
-                    *(one(client, url, c, fillers[c.language], args, mode) for c in cases)
-                )
-            )
+            return list(await asyncio.gather(*(gated(client, url, c) for c in cases)))
 
 
 def report(mode: str, cases: list[Case], outcomes: list[Outcome], verbose: bool) -> None:
@@ -191,6 +194,9 @@ def main() -> int:
         "--gap", type=int, default=10, help="turns between the fact and the question"
     )
     parser.add_argument("--cases", type=int, default=0, help="the first N conversations (0: all)")
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="conversations at once (kefu's --parallel)"
+    )
     parser.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the memory")
     parser.add_argument("--max-tokens", type=int, default=48, help="reply length cap")
     parser.add_argument("--threads", type=int, default=2, help="decode threads")

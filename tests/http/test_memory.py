@@ -87,7 +87,8 @@ async def test_the_summary_and_facts_reach_later_prompts_and_the_session(
         # The next prompt's new start is prefilled twice: with the quotes code made at
         # once (persona + memory + turns 3-4), then with the model's summary.
         quoted, warm = engine.warm_requests
-        assert quoted.background and warm.background
+        assert quoted.background
+        assert warm.background
         # Turn 2 quoted; the opening is not, the facts hold it verbatim already.
         assert 'The customer said earlier: "question number 2"' in quoted.messages[0].content
         assert "My kettle" in quoted.messages[0].content
@@ -172,7 +173,8 @@ async def test_a_due_fold_gives_up_the_model_summary_of_the_previous_one(
                 await asyncio.sleep(0)
         # Turn 4's summary hung; turn 6 made a fold due, which cancelled it and folded.
         memory = await runtime.store.load_memory(session_id)
-        assert memory is not None and memory.covered_turn == 4
+        assert memory is not None
+        assert memory.covered_turn == 4
         assert len(engine.background_requests) == 2
         assert runtime.memory.failures == 0  # given up, not failed
         engine.summaries = "ok"
