@@ -169,10 +169,14 @@ async def test_a_due_fold_gives_up_the_model_summary_of_the_previous_one(
         session_id = await turn(client, "My order LH-100234 leaks.")
         for n in range(2, 7):
             await turn(client, f"question number {n}", session_id)
-            for _ in range(20):  # the fold is code only: ready long before the summary
-                await asyncio.sleep(0)
-        # Turn 4's summary hung; turn 6 made a fold due, which cancelled it and folded.
-        memory = await runtime.store.load_memory(session_id)
+        # Turn 4's summary hangs (for the 60 s timeout); turn 6 made a fold due, which
+        # cancels it and folds: in well under the timeout.
+        for _ in range(500):
+            memory = await runtime.store.load_memory(session_id)
+            if memory is not None and memory.covered_turn == 4:
+                if len(engine.background_requests) == 2:  # the new fold's own summary
+                    break
+            await asyncio.sleep(0.01)
         assert memory is not None
         assert memory.covered_turn == 4
         assert len(engine.background_requests) == 2
