@@ -173,9 +173,10 @@ async def test_a_due_fold_gives_up_the_model_summary_of_the_previous_one(
         # cancels it and folds: in well under the timeout.
         for _ in range(500):
             memory = await runtime.store.load_memory(session_id)
-            if memory is not None and memory.covered_turn == 4:
-                if len(engine.background_requests) == 2:  # the new fold's own summary
-                    break
+            # The fold, and the new fold's own summary request.
+            folded = memory is not None and memory.covered_turn == 4
+            if folded and len(engine.background_requests) == 2:
+                break
             await asyncio.sleep(0.01)
         assert memory is not None
         assert memory.covered_turn == 4
