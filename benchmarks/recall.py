@@ -147,6 +147,7 @@ async def run_mode(
 ) -> list[Outcome]:
     flags = [*MODES[mode], *COMMON, *ORDERS, "--model", str(args.model)]
     flags += ["--threads", str(args.threads), "--engine-nice", str(args.engine_nice)]
+    flags += ["--parallel", str(args.concurrency)]
     flags += ["--no-fast-path", "--temperature", "0", "--max-tokens", str(args.max_tokens)]
     # As many conversations at once as the engine has slots: more would only queue.
     gate = asyncio.Semaphore(args.concurrency)
@@ -195,7 +196,7 @@ def main() -> int:
     )
     parser.add_argument("--cases", type=int, default=0, help="the first N conversations (0: all)")
     parser.add_argument(
-        "--concurrency", type=int, default=8, help="conversations at once (kefu's --parallel)"
+        "--concurrency", type=int, default=8, help="conversations at once, and kefu's --parallel"
     )
     parser.add_argument("--settle", type=float, default=30.0, help="seconds to wait for the memory")
     parser.add_argument("--max-tokens", type=int, default=48, help="reply length cap")
