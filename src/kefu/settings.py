@@ -338,7 +338,7 @@ class Settings(BaseModel):
     )
     # Long conversations: a rolling summary and facts (issue 21).
     memory: Literal["summary", "window"] = Field(
-        "window",
+        "summary",
         description="What /chat keeps of turns older than --history-turns: 'summary' (a "
         "rolling summary plus facts such as order numbers, built in the background) or "
         "'window' (nothing: they leave the prompt).",
