@@ -142,7 +142,10 @@ class Settings(BaseModel):
         description="System prompt for /chat: the text itself, or @PATH to read it from a file.",
     )
     history_turns: int = Field(
-        3, ge=0, description="Earlier turns (user + assistant) /chat puts in the prompt."
+        3,
+        ge=0,
+        description="Earlier turns (user + assistant) /chat puts in the prompt: at least "
+        "this many, up to this + --memory-every - 1, as old turns leave in blocks.",
     )
     session_wait: float = Field(
         10.0,
@@ -372,7 +375,7 @@ class Settings(BaseModel):
     )
     # Long conversations: a rolling summary and facts (issue 21).
     memory: Literal["summary", "window"] = Field(
-        "window",
+        "summary",
         description="What /chat keeps of turns older than --history-turns: 'summary' (a "
         "rolling summary plus facts such as order numbers, built in the background) or "
         "'window' (nothing: they leave the prompt).",
@@ -380,17 +383,23 @@ class Settings(BaseModel):
     memory_every: int = Field(
         3,
         ge=1,
-        description="--memory summary: turns between summary updates; the prompt grows by "
-        "appending in between, so the prefix cache reuses the conversation's KV.",
+        description="Turns between folds of old turns into the memory (--memory summary) "
+        "or out of the prompt (--memory window); the prompt grows by appending in between, "
+        "so the prefix cache reuses the conversation's KV.",
     )
     summary_tokens: int = Field(
-        150, ge=16, le=1024, description="--memory summary: the summary's length cap, in tokens."
+        150,
+        ge=16,
+        le=1024,
+        description="--memory summary: the summary's length cap, in tokens (the model's, and "
+        "the customer's sentences code quotes until the model's is ready).",
     )
     summary_timeout: float = Field(
         60.0,
         gt=0,
-        description="--memory summary: seconds one summary update may take (it waits while "
-        "customers are served); a late one is dropped and retried after the next turn.",
+        description="--memory summary: seconds the model's summary may take (it waits while "
+        "customers are served); a late one is dropped, the quotes stay, and the next fold "
+        "asks again.",
     )
 
     warmup: bool = Field(True, description="Run one short generation before /ready turns 200.")

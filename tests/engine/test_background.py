@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -60,5 +61,21 @@ async def test_background_work_gives_its_only_slot_to_a_customer() -> None:
         with pytest.raises(EngineError, match="gave its slot"):
             async for _ in events:
                 pass
+    finally:
+        await e.close()
+
+
+async def test_a_prompt_not_to_keep_leaves_no_prefix_behind() -> None:
+    e = LlamaCppEngine(slots=2, threads=2, warmup=False)
+    await e.start()
+    try:
+        kept = request("Where is my parcel?", background=False, max_tokens=2)
+        await finish(e, kept)
+        assert e.stats().prefix_cache_entries == 1
+        summary = replace(request(LONG, background=True, max_tokens=2), keep_prefix=False)
+        await finish(e, summary)
+        stats = e.stats()
+        assert stats.prefix_cache_entries == 1  # the customer's prefix, not the summary's
+        assert stats.prefix_cache_tokens < len(LONG) // 4
     finally:
         await e.close()

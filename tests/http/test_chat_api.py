@@ -142,8 +142,11 @@ def test_sessions_do_not_mix(client: TestClient, fake_engine: FakeEngine) -> Non
 def test_history_turns_limits_the_prompt(
     client_factory: ClientFactory, fake_engine: FakeEngine, history_turns: int
 ) -> None:
-    # --memory window: exactly the last turns (summary mode: tests/http/test_memory.py).
-    with client_factory(history_turns=history_turns, persona="Be kind.", memory="window") as client:
+    # --memory window, dropping one turn at a time: exactly the last turns (blocks and
+    # summary mode: tests/http/test_memory.py).
+    with client_factory(
+        history_turns=history_turns, persona="Be kind.", memory="window", memory_every=1
+    ) as client:
         session_id = chat(client, "m1")["session_id"]
         for n in (2, 3, 4):
             chat(client, f"m{n}", session_id)

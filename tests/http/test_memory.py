@@ -84,13 +84,22 @@ async def test_the_summary_and_facts_reach_later_prompts_and_the_session(
         runtime: Runtime = app.state.runtime
         session_id = await conversation(client, runtime, 4)
         assert len(engine.background_requests) == 1  # due after turn 4, not before
-        # Then the next prompt's new start is prefilled: persona + memory + turns 3-4.
-        (warm,) = engine.warm_requests
+        # The next prompt's new start is prefilled twice: with the quotes code made at
+        # once (persona + memory + turns 3-4), then with the model's summary.
+        quoted, warm = engine.warm_requests
+        assert quoted.background
         assert warm.background
+        # Turn 2 quoted; the opening is not, the facts hold it verbatim already.
+        assert 'The customer said earlier: "question number 2"' in quoted.messages[0].content
+        assert "My kettle" in quoted.messages[0].content
+        assert '"My kettle' not in quoted.messages[0].content
+        assert SUMMARY in warm.messages[0].content
         assert [m.content for m in warm.messages[1:]][::2] == [
             "question number 3",
             "question number 4",
         ]
+        (summary,) = engine.background_requests
+        assert not summary.keep_prefix  # nobody sends the summariser's prompt again
         await turn(client, "what was my order again?", session_id)
 
         prompt = engine.customer_requests[-1].messages
@@ -136,14 +145,45 @@ async def test_a_failed_or_slow_summary_never_fails_a_turn(
     async with serve(app) as client:
         runtime: Runtime = app.state.runtime
         session_id = await conversation(client, runtime, 8)  # every turn got its `done`
-        assert runtime.memory.failures >= 3
+        assert runtime.memory.failures == 3  # the model's summary after turns 4, 6 and 8
         memory = (await client.get(f"/sessions/{session_id}")).json()["memory"]
-        # What code read is kept; no summary, so the turns stay to be folded again.
+        # Code folded the turns on time anyway: facts, and the customer's own words.
+        assert memory["covered_turn"] == 6
         assert memory["facts"]["order_numbers"] == ["LH-100234"]
-        assert memory["summary"] == ""
-        assert memory["covered_turn"] == 0
-        # The prompt falls back to the most recent turns: window + 2 x every.
-        assert len(engine.customer_requests[-1].messages) == 1 + 2 * 6 + 1
+        assert memory["summary"].startswith("The customer said earlier:")
+        assert '"question number 6"' in memory["summary"]
+        # Turn 8's prompt (before the fold after it): memory of 1-4 + turns 5-7 + message.
+        prompt = engine.customer_requests[-1].messages
+        assert len(prompt) == 1 + 3 * 2 + 1
+        assert '"question number 4"' in prompt[0].content
+        assert prompt[1].content == "question number 5"
+
+
+async def test_a_due_fold_gives_up_the_model_summary_of_the_previous_one(
+    settings_factory: SettingsFactory,
+) -> None:
+    engine = SummarisingEngine("hang")
+    app = make_app(settings_factory(**MEMORY), engine)  # summary_timeout 60 s
+    async with serve(app) as client:
+        runtime: Runtime = app.state.runtime
+        session_id = await turn(client, "My order LH-100234 leaks.")
+        for n in range(2, 7):
+            await turn(client, f"question number {n}", session_id)
+        # Turn 4's summary hangs (for the 60 s timeout); turn 6 made a fold due, which
+        # cancels it and folds: in well under the timeout.
+        for _ in range(500):
+            memory = await runtime.store.load_memory(session_id)
+            # The fold, and the new fold's own summary request.
+            folded = memory is not None and memory.covered_turn == 4
+            if folded and len(engine.background_requests) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert memory is not None
+        assert memory.covered_turn == 4
+        assert len(engine.background_requests) == 2
+        assert runtime.memory.failures == 0  # given up, not failed
+        engine.summaries = "ok"
+        await runtime.memory.close()
 
 
 async def test_a_deleted_session_leaves_no_summary_behind(
@@ -180,6 +220,22 @@ async def test_window_mode_keeps_only_the_last_turns_and_builds_nothing(
         assert engine.background_requests == []
         assert len(engine.customer_requests[-1].messages) == 1 + 2 * 2 + 1
         assert (await client.get(f"/sessions/{session_id}")).json()["memory"] is None
+
+
+async def test_window_mode_drops_old_turns_in_blocks(settings_factory: SettingsFactory) -> None:
+    """Sliding by one turn would change every prompt right after the persona; dropped in
+    blocks of --memory-every, turns 6-8 extend one prompt, as in summary mode."""
+    engine = SummarisingEngine()
+    app = make_app(settings_factory(memory="window", history_turns=2, memory_every=3), engine)
+    async with serve(app) as client:
+        await conversation(client, app.state.runtime, 9)
+    prompts = [r.messages for r in engine.customer_requests]
+    for earlier, later in [(prompts[5], prompts[6]), (prompts[6], prompts[7])]:
+        assert list(later[: len(earlier) - 1]) == list(earlier[:-1])
+    assert prompts[5][1].content == "question number 4"
+    assert len(prompts[7]) == 1 + 4 * 2 + 1  # at most window + every - 1 turns
+    assert prompts[8][1].content == "question number 7"  # turns 4-6 dropped at once
+    assert "LH-100234" not in prompts[8][0].content  # window mode remembers nothing
 
 
 async def test_the_agent_desk_shows_the_memory_of_a_handed_off_session(

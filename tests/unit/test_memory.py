@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
+from kefu.memory.extractive import estimate_tokens, extractive_summary
 from kefu.memory.facts import MAX_VALUES, merge_facts
 from kefu.memory.render import memory_block, summary_prompt
 from kefu.service.context import build_context
@@ -91,7 +92,16 @@ def test_summary_mode_keeps_the_turns_since_the_memory_window_mode_the_last_ones
     def users(turns: list[list[ChatMessage]]) -> list[str]:
         return [turn[0].content for turn in turns]
 
-    assert users(prompt_history(stored(9), 2, "window", 0, 3)) == ["user8", "user9"]
+    assert users(prompt_history(stored(9), 2, "window", 0, 1)) == ["user8", "user9"]
+    # Dropped in blocks of 3: 2 to 4 turns, the same first turn for 3 turns in a row.
+    assert users(prompt_history(stored(9), 2, "window", 0, 3)) == ["user7", "user8", "user9"]
+    assert users(prompt_history(stored(10), 2, "window", 0, 3)) == [
+        "user7",
+        "user8",
+        "user9",
+        "user10",
+    ]
+    assert users(prompt_history(stored(11), 2, "window", 0, 3)) == ["user10", "user11"]
     assert users(prompt_history(stored(9), 2, "summary", 5, 3)) == [
         "user6",
         "user7",
@@ -100,3 +110,43 @@ def test_summary_mode_keeps_the_turns_since_the_memory_window_mode_the_last_ones
     ]
     # A summary that lags: at most window + 2 x every turns.
     assert len(prompt_history(stored(20), 2, "summary", 0, 3)) == 8
+
+
+def quotes(*user: str, max_tokens: int = 150, skip: tuple[str, ...] = ()) -> str:
+    messages = [
+        m
+        for text in user
+        for m in (ChatMessage("user", text), ChatMessage("assistant", "Noted, LH-999999."))
+    ]
+    return extractive_summary(
+        messages,
+        max_tokens=max_tokens,
+        order_pattern=DEFAULT_ORDER_PATTERN,
+        order_example=DEFAULT_ORDER_EXAMPLE,
+        skip=skip,
+    )
+
+
+def test_the_code_summary_quotes_the_customer_facts_first_within_its_cap() -> None:
+    said = (
+        "Hi there. My coffee grinder stopped turning after a week.",
+        "Can you tell me how returns work?",
+        "It was order LH-204518, paid by card. Thanks!",
+        "我买的吹风机用了两天就不热了。",
+    )
+    summary = quotes(*said)
+    assert summary == (
+        'The customer said earlier: "My coffee grinder stopped turning after a week." '
+        '"Can you tell me how returns work?" "It was order LH-204518, paid by card." '
+        '"我买的吹风机用了两天就不热了。"'
+    )  # greetings and thanks dropped, the assistant never quoted, the order kept
+    # A tight cap keeps the sentence with the order number, then the newest statement.
+    tight = quotes(*said, max_tokens=40)
+    assert "LH-204518" in tight
+    assert "吹风机" in tight
+    assert "returns" not in tight
+    assert "grinder" not in tight
+    assert estimate_tokens(tight) <= 40
+    # What the memory already holds verbatim (the opening) is not quoted again.
+    assert "grinder" not in quotes(*said, skip=(said[0],))
+    assert quotes("Hello!", "ok thanks") == ""

@@ -48,6 +48,10 @@ class GenerationRequest:
     # while no customer request waits for a slot or its first token; other engines may
     # ignore it.
     background: bool = False
+    # False for a prompt nobody sends again (a summary's): the embedded engine frees its KV
+    # when it ends instead of keeping it for prefix reuse, where it would push out the
+    # conversations' prefixes. Other engines may ignore it.
+    keep_prefix: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,12 +18,12 @@ from kefu.text.words import language
 MAX_VALUES = 5
 OPENING_CHARS = 200
 
-_SIZE = re.compile(
+SIZE = re.compile(
     r"\bsize\s*(?:is\s*|:\s*)?((?:x{0,3}[sl]|m|\d{1,2}(?:\.5)?)(?:/\d{1,2})?)\b"
     r"|(?:尺码|码数)\s*(?:是)?\s*([A-Za-z0-9.]{1,4})",
     re.IGNORECASE,
 )
-_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 # Clauses: an order number is read per clause, so every one a message names is kept.
 _CLAUSE = re.compile(r"[,;.!?\n，。；！？、]+(?:\s+|$)|\s+(?:and|or)\s+")
 
@@ -50,9 +50,9 @@ def merge_facts(
             order = read_order_number(clause, order_pattern, order_example)
             if order.id is not None:
                 _add(facts, "order_numbers", order.id)
-        for match in _SIZE.finditer(text):
+        for match in SIZE.finditer(text):
             _add(facts, "sizes", (match[1] or match[2]).upper())
-        for email in _EMAIL.findall(text):
+        for email in EMAIL.findall(text):
             _add(facts, "emails", email)
     return facts
 

@@ -1,17 +1,22 @@
-"""The rolling summary, built in the background after a turn's reply went out.
+"""The rolling memory, built in the background after a turn's reply went out.
 
 After each turn the keeper is told the session moved on. When more than
 ``window + every`` turns are not yet in the memory, it folds all but the last
-``window`` of them into the summary and the facts, so the reply's prompt stays
-``memory + the turns since`` and only changes shape once every ``every`` turns
-(between updates it grows by appending, which the prefix cache reuses).
+``window`` of them into the memory, so the reply's prompt stays ``memory + the turns
+since`` and only changes shape once every ``every`` turns (between folds it grows by
+appending, which the prefix cache reuses).
+
+A fold is code only and takes milliseconds: the facts (``facts.py``) and a summary
+quoting the customer (``extractive.py``) are saved at once, so the memory is ready
+for the next turn however busy the engine is. Then, as ``background`` requests the
+embedded engine runs only while no customer waits: the next prompt's new start is
+prefilled (so the prefix cache has it), and the model is asked for its own summary,
+which replaces the quotes when it comes (and is prefilled in turn). Engine work is
+given up when the next fold is due: the memory it was for is out of date.
 
 Work is coalesced per session: one job at a time, and a turn that ends while a job
-runs asks for one more pass afterwards, not for a job of its own. The summary is a
-``background`` request: the embedded engine runs it only while no customer waits;
-so is prefilling the next prompt's new start, so the prefix cache has it.
-A summary that fails or runs past ``timeout`` is logged and dropped; the facts read by
-code are kept anyway, and the turns are folded again at the next turn. Nothing here
+runs asks for one more pass afterwards, not for a job of its own. A model summary that
+fails or runs past ``timeout`` is logged and dropped; the quotes stay. Nothing here
 can fail a customer's turn: the reply was already sent.
 """
 
@@ -21,16 +26,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import Any, TypeVar
 
 from kefu.engine.base import ChatMessage, Engine, Finished, GenerationRequest, SamplingParams
+from kefu.memory.extractive import extractive_summary
 from kefu.memory.facts import merge_facts
 from kefu.memory.render import memory_block, summary_prompt
 from kefu.service.context import system_prompt
 from kefu.store.base import SessionMemory, SessionStore, StoredMessage
 
 log = logging.getLogger("kefu.memory")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +72,11 @@ class MemoryKeeper:
         self._settled = settled
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
+        # The engine work a job awaits, per session: cancelled when the next fold is due.
+        self._waits: dict[str, asyncio.Future[Any]] = {}
         # Counters for the docs' "engine time per turn" and the benchmark.
-        self.updates = 0
+        self.updates = 0  # folds (code)
+        self.model_summaries = 0  # model summaries that replaced the quotes
         self.failures = 0
         self.summary_seconds = 0.0
 
@@ -75,6 +86,9 @@ class MemoryKeeper:
             return
         if session_id in self._jobs:
             self._again.add(session_id)
+            wait = self._waits.get(session_id)
+            if wait is not None:
+                wait.cancel()  # engine work for a memory about to be replaced
             return
         task = asyncio.get_running_loop().create_task(self._run(session_id))
         self._jobs[session_id] = task
@@ -105,47 +119,79 @@ class MemoryKeeper:
             del self._jobs[session_id]
 
     async def update(self, session_id: str) -> SessionMemory | None:
-        """Fold the turns that left the window; None when none had to."""
+        """Fold the turns that left the window, then improve on it with the engine;
+        the memory saved last, or None when nothing had to be folded."""
+        folded = await self.fold(session_id)
+        if folded is None:
+            return None
+        memory, previous, newly, kept = folded
+        await self._engine_work(session_id, self._warm(session_id, memory, kept))
+        summary = await self._engine_work(session_id, self._model_summary(previous, newly))
+        if not summary:
+            return memory
+        now = await self.store.load_memory(session_id)
+        if now is None or now.covered_turn != memory.covered_turn:
+            return now  # deleted, or folded elsewhere (another replica) meanwhile
+        improved = replace(memory, summary=summary, updated_at=time.time())
+        if not await self.store.save_memory(session_id, improved):
+            return None
+        self.model_summaries += 1
+        await self._engine_work(session_id, self._warm(session_id, improved, kept))
+        return improved
+
+    async def fold(
+        self, session_id: str
+    ) -> tuple[SessionMemory, str, list[list[ChatMessage]], list[list[ChatMessage]]] | None:
+        """Code only: move all but the last ``window`` turns into the memory and save it.
+        Returns (the memory, the summary before, the turns just folded, the turns kept),
+        or None when no fold was due (or the session is gone)."""
         await self._settled(session_id)
         memory = await self.store.load_memory(session_id) or SessionMemory()
         turns = whole_turns(await self.store.messages(session_id))
         if not turns or turns[-1][0] - memory.covered_turn < self.policy.due_after:
             return None
         target = turns[-1][0] - self.policy.window
-        folded = [chat for number, chat in turns if memory.covered_turn < number <= target]
+        newly = [chat for number, chat in turns if memory.covered_turn < number <= target]
         facts = merge_facts(
             memory.facts,
-            (m for turn in folded for m in turn),
+            (m for turn in newly for m in turn),
             order_pattern=self.policy.order_pattern,
             order_example=self.policy.order_example,
         )
-        started = time.perf_counter()
-        try:
-            summary = await asyncio.wait_for(
-                self._summarise(session_id, memory.summary, folded), self.policy.timeout
-            )
-        except Exception:
-            # Keep what code read; the same turns are folded again next time.
-            kept = SessionMemory(memory.summary, facts, memory.covered_turn, time.time())
-            if facts != memory.facts:
-                await self.store.save_memory(session_id, kept)
-            raise
-        finally:
-            self.summary_seconds += time.perf_counter() - started
-        updated = SessionMemory(summary, facts, target, time.time())
-        if not await self.store.save_memory(session_id, updated):
+        quotes = extractive_summary(
+            (m for number, chat in turns if number <= target for m in chat),
+            max_tokens=self.policy.summary_tokens,
+            order_pattern=self.policy.order_pattern,
+            order_example=self.policy.order_example,
+            skip=facts.get("opening", ()),
+        )
+        folded = SessionMemory(quotes, facts, target, time.time())
+        if not await self.store.save_memory(session_id, folded):
             return None  # the session was deleted meanwhile
         self.updates += 1
-        verbatim = [chat for number, chat in turns if number > target]
-        await self._warm(session_id, updated, verbatim)
-        return updated
+        kept = [chat for number, chat in turns if number > target]
+        return folded, memory.summary, newly, kept
+
+    async def _engine_work(self, session_id: str, work: Awaitable[T]) -> T | None:
+        """``work``, or None when a newer fold made it pointless (``turn_ended``)."""
+        task = asyncio.ensure_future(work)
+        self._waits[session_id] = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and not (current is not None and current.cancelling()):
+                return None  # superseded, not shut down
+            raise
+        finally:
+            self._waits.pop(session_id, None)
 
     async def _warm(
         self, session_id: str, memory: SessionMemory, kept: Sequence[Sequence[ChatMessage]]
     ) -> None:
         """Prefill the next prompt's new start (persona + memory + the turns kept) in the
-        background, so the prefix cache has it: the turn after an update then prefills
-        only its message, like the turns between updates."""
+        background, so the prefix cache has it: the turn after a fold then prefills
+        only its message, like the turns between folds."""
         system = ChatMessage("system", system_prompt(self.policy.persona, (), memory_block(memory)))
         request = GenerationRequest(
             messages=[system, *(m for turn in kept for m in turn)],
@@ -160,24 +206,36 @@ class MemoryKeeper:
         except Exception as exc:  # only a cache miss for the next turn
             log.info("next prompt not prefilled: %s", exc)
 
-    async def _summarise(
-        self, session_id: str, previous: str, turns: Sequence[Sequence[ChatMessage]]
-    ) -> str:
+    async def _model_summary(
+        self, previous: str, turns: Sequence[Sequence[ChatMessage]]
+    ) -> str | None:
+        """The model's summary of ``previous`` and ``turns``; None when it failed or was
+        late (logged and counted: the quotes stay)."""
+        started = time.perf_counter()
+        try:
+            return await asyncio.wait_for(self._summarise(previous, turns), self.policy.timeout)
+        except Exception as exc:
+            self.failures += 1
+            log.warning("model summary not made: %s", str(exc) or type(exc).__name__)
+            return None
+        finally:
+            self.summary_seconds += time.perf_counter() - started
+
+    async def _summarise(self, previous: str, turns: Sequence[Sequence[ChatMessage]]) -> str:
         words = max(20, self.policy.summary_tokens * 3 // 4)
         request = GenerationRequest(
             messages=summary_prompt(previous, turns, words),
             sampling=SamplingParams(max_tokens=self.policy.summary_tokens, temperature=0),
             request_id="summary",
-            routing_key=session_id,
             background=True,
+            keep_prefix=False,  # nobody sends this prompt again
         )
         parts: list[str] = []
         async for event in self.engine.generate(request):
             if isinstance(event, Finished):
                 break
             parts.append(event.text)
-        summary = "".join(parts).strip()
-        return summary or previous
+        return "".join(parts).strip()
 
 
 def whole_turns(stored: Sequence[StoredMessage]) -> list[tuple[int, list[ChatMessage]]]:

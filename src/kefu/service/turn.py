@@ -80,20 +80,6 @@ TurnEvent = TurnStarted | TurnToken | TurnHandoff | TurnDone | TurnBusy
 GENERAL = Routing(intent="general", confidence=0.0, margin=0.0, candidates=())
 
 
-def history_turns(stored: list[StoredMessage]) -> list[list[ChatMessage]]:
-    """The conversation as whole turns, oldest first; a turn cut short with no reply is not
-    context, and a human agent's replies count as the assistant's."""
-    turns: dict[int, list[StoredMessage]] = {}
-    for message in stored:
-        turns.setdefault(message.turn, []).append(message)
-    result = []
-    for messages in turns.values():
-        replies = [m for m in messages if m.role == "assistant" and m.content.strip()]
-        if replies:
-            result.append([m.as_chat() for m in messages if m.content.strip()])
-    return result
-
-
 def earlier_failures(stored: list[StoredMessage]) -> int:
     """Consecutive latest turns in which the customer said the bot's answer did not help."""
     count = 0
@@ -147,7 +133,7 @@ async def run_turn(
         if not is_new:
             # Two turns back at least: this turn's number, and whether the bot failed twice.
             turns = max(settings.history_turns, 2)
-            if settings.memory == "summary":
+            if settings.memory == "summary" or settings.history_turns:
                 turns = max(turns, max_unsummarised(settings.history_turns, settings.memory_every))
             session, stored = await runtime.store.resume(session_id, turns)
             if session is None or not visible(session, owner):
@@ -234,21 +220,27 @@ async def run_turn(
 
 
 def max_unsummarised(window: int, every: int) -> int:
-    """Turns a summary-mode prompt holds at most: the window, the turns until the next
-    update, and as many again while a late summary catches up."""
+    """Turns a prompt holds at most: the window, the turns until the next fold, and (in
+    summary mode) as many again while a late fold catches up."""
     return window + 2 * every
 
 
 def prompt_history(
     stored: list[StoredMessage], window: int, memory: str, covered: int, every: int
 ) -> list[list[ChatMessage]]:
-    """``window``: the last --history-turns turns. ``summary``: every turn the memory does
-    not cover yet (up to ``max_unsummarised``), so the prompt grows by appending between
-    summary updates instead of sliding (which would change it from the first turn on)."""
+    """The turns after ``covered`` (what the memory holds), at most ``max_unsummarised``.
+
+    Old turns leave in blocks of ``every``, never one per turn: a prompt that slid by a turn
+    would differ from the previous one right after the persona, and the prefix cache could
+    reuse nothing of the conversation. ``window`` mode has no memory, so it drops the block
+    itself: it keeps the last ``window`` to ``window + every - 1`` turns."""
+    turns = whole_turns(stored)
     if memory == "window":
-        return history_turns(stored)[-window:] if window else []
-    turns = [chat for number, chat in whole_turns(stored) if number > covered]
-    return turns[-max_unsummarised(window, every) :]
+        if not window or not turns:
+            return []
+        covered = max(0, (turns[-1][0] - window) // every * every)
+    kept = [chat for number, chat in turns if number > covered]
+    return kept[-max_unsummarised(window, every) :]
 
 
 async def _answer_fast(

@@ -72,9 +72,10 @@ class Scheduler:
             raise ModelLoadError("llama.cpp could not create a context (out of memory?)")
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(self.step_tokens, 0, 1)
-        # A quarter of the pool: enough for the persona and recent conversations, small
-        # enough that attention over kept cells stays cheap.
-        self.cache = PrefixCache(capacity=cache_entries, token_budget=params.n_ctx // 4)
+        # Half the pool: every slot's conversation fits (8 conversations of ~700 tokens did
+        # not fit a quarter, and LRU then evicted each one just before its next turn), and
+        # attention over kept cells stays cheaper than prefilling them again.
+        self.cache = PrefixCache(capacity=cache_entries, token_budget=params.n_ctx // 2)
         self._free_ids = list(range(n_seq_ids))
         self._pending: deque[Sequence] = deque()
         self._active: list[Sequence] = []
@@ -245,7 +246,7 @@ class Scheduler:
 
     def _step(self) -> None:
         for seq in [s for s in self._active if s.cancelled]:
-            self._release(seq, keep_kv=True)
+            self._release(seq, keep_kv=seq.request.keep_prefix)
         outputs = self._fill_batch()
         if self.batch.n_tokens == 0:
             return  # a step may hold only a prompt slice, with no logits: it still decodes
@@ -342,7 +343,7 @@ class Scheduler:
         if tail:
             self._post(seq, TokenDelta(tail))
         self._post(seq, seq.finished(reason))
-        self._release(seq, keep_kv=True)
+        self._release(seq, keep_kv=seq.request.keep_prefix)
 
     def _fail_batch(self, status: int) -> None:
         error = EngineError(f"llama_decode failed with status {status}")
