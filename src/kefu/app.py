@@ -95,7 +95,6 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             hours=ServiceHours.parse(settings.service_hours),
             events=state.events,
             access=state.access,
-            store_before_done=state.redis is not None,
         )
         state.report_to(runtime.observer)
         if state.redis is not None:

@@ -60,9 +60,6 @@ class Runtime:
     access: Access | None = None
     # With --redis: tells the other replicas of knowledge-base changes and cached answers.
     replication: Replication | None = None
-    # A shared store (Redis): a turn is written before its `done` is sent, since another
-    # replica may take the next message at once and a `done` promises the turn is kept.
-    store_before_done: bool = False
     # Which agent answers each handed-off conversation (Redis-held with --redis).
     claims: Claims = field(default_factory=LocalClaims)
     # How often each FAQ entry answered since start: the chat page suggests the most asked.

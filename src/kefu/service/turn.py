@@ -281,10 +281,10 @@ async def _answer_fast(
             yield TurnHandoff(session_id, plan.routing.reason, hours[0], hours[1])
         timeline.mark("done")
         meta["timings"] = timings = timeline.as_dict()
-        # Written here or not at all: a failed write is an error event, not a `done`.
-        stored = runtime.store_before_done
-        if stored:
-            await runtime.store.append_turn(session_id, turn, user_id, owner)
+        # Stored before `done`: a `done` promises the turn is kept, even through a kill -9
+        # right after it; a failed write is an error event, not a `done`.
+        stored = True
+        await runtime.store.append_turn(session_id, turn, user_id, owner)
         yield TurnDone(
             session_id,
             plan.reply,
@@ -364,10 +364,10 @@ async def _answer_by_llm(
                 raise EngineError("the engine ended the reply without finishing it")
             outcome = finished.finish_reason
             timeline.mark("done")
-            stored = runtime.store_before_done
-            if stored:
-                turn = _llm_turn(message, parts, outcome, routing, passages, failed, timeline)
-                await runtime.store.append_turn(session_id, turn, user_id, owner)
+            # Stored before `done`, as above; a turn cut short is stored after, below.
+            turn = _llm_turn(message, parts, outcome, routing, passages, failed, timeline)
+            stored = True
+            await runtime.store.append_turn(session_id, turn, user_id, owner)
             yield TurnDone(
                 session_id,
                 "".join(parts),
