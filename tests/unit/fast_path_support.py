@@ -10,7 +10,8 @@ from kefu.service.fast_path import FastPath
 from kefu.settings import Settings
 
 
-async def opened(settings: Settings) -> FastPath:
+async def opened(settings: Settings, *, second_look: bool = True) -> FastPath:
+    """Opened on the static embedder and SQLite orders; with e5's second look unless told not."""
     orders = SqliteOrders(settings.data_dir / "orders.db")
     await orders.open()
     fast_path = FastPath(
@@ -18,7 +19,7 @@ async def opened(settings: Settings) -> FastPath:
         embedder_factory=StaticEmbedder,
         orders=orders,
         hours=ServiceHours.parse(settings.service_hours),
-        transformer_factory=E5Transformer,
+        transformer_factory=E5Transformer if second_look else None,
     )
     await fast_path.open()
     return fast_path

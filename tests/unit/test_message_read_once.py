@@ -12,11 +12,9 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from kefu.fastpath.hours import ServiceHours
-from kefu.fastpath.orders import SqliteOrders
-from kefu.knowledge.embedder import StaticEmbedder
 from kefu.service.fast_path import FastPath
 from kefu.settings import Settings
+from tests.unit.fast_path_support import opened
 
 # One message per way through the fast path: a rule (order, smalltalk, handoff), an
 # exact question, a knowledge-base answer, a miss that goes to the LLM past the cache,
@@ -37,19 +35,11 @@ MESSAGES = {
 @pytest.fixture
 async def fast_path(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
     settings: Settings = settings_factory(fast_path=True, faq_calibration=False)
-    orders = SqliteOrders(settings.data_dir / "orders.db")
-    await orders.open()
-    opened = FastPath(
-        settings,
-        embedder_factory=StaticEmbedder,
-        orders=orders,
-        hours=ServiceHours.parse(settings.service_hours),
-    )
-    await opened.open()
+    fast_path = await opened(settings, second_look=False)
     try:
-        yield opened
+        yield fast_path
     finally:
-        await opened.close()
+        await fast_path.close()
 
 
 def counting(monkeypatch: pytest.MonkeyPatch, message: str) -> list[str]:

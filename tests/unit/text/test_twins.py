@@ -15,8 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kefu.fastpath.hours import ServiceHours
-from kefu.fastpath.orders import SqliteOrders
 from kefu.fastpath.router import RouterConfig, read_rules
 from kefu.fastpath.rules import (
     asks_about_order,
@@ -25,7 +23,6 @@ from kefu.fastpath.rules import (
     is_follow_up,
     smalltalk_kind,
 )
-from kefu.knowledge.embedder import StaticEmbedder
 from kefu.service.fast_path import FastPath
 from kefu.settings import Settings
 from kefu.text.entities import salient
@@ -33,6 +30,7 @@ from kefu.text.message import read_message
 from kefu.text.normalize import fold, normalize
 from kefu.text.order_numbers import read_order_number
 from kefu.text.words import tokens, words_of
+from tests.unit.fast_path_support import opened
 
 MESSAGES = [
     # order questions, numbers whole, closed up and mistyped
@@ -160,19 +158,11 @@ def ascii_keyboard(message: str) -> str:
 @pytest.fixture
 async def fast_path(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
     settings: Settings = settings_factory(fast_path=True, faq_calibration=False)
-    orders = SqliteOrders(settings.data_dir / "orders.db")
-    await orders.open()
-    opened = FastPath(
-        settings,
-        embedder_factory=StaticEmbedder,
-        orders=orders,
-        hours=ServiceHours.parse(settings.service_hours),
-    )
-    await opened.open()
+    fast_path = await opened(settings, second_look=False)
     try:
-        yield opened
+        yield fast_path
     finally:
-        await opened.close()
+        await fast_path.close()
 
 
 @pytest.mark.anyio
