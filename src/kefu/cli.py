@@ -14,6 +14,7 @@ from pydantic.fields import FieldInfo
 from kefu import __version__
 from kefu.observe.command import register as register_diagnose
 from kefu.settings import (
+    GROUPS,
     LIST_SEPARATOR,
     Settings,
     SettingsError,
@@ -28,18 +29,24 @@ def _flag(name: str) -> str:
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    for name, field in Settings.model_fields.items():
-        help_text = f"{field.description} [env {env_name(name)}; default: {_default(field)}]"
-        if field.annotation is bool:
-            parser.add_argument(
-                _flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
-            )
-        elif is_list_field(name):
-            parser.add_argument(
-                _flag(name), dest=name, action="append", metavar=name.upper(), help=help_text
-            )
-        else:
-            parser.add_argument(_flag(name), dest=name, metavar=name.upper(), help=help_text)
+    for group in GROUPS:  # one --help section per area
+        section = parser.add_argument_group(group.heading, group.__doc__)
+        for name, field in group.model_fields.items():
+            _add_setting_flag(section, name, field)
+
+
+def _add_setting_flag(section: argparse._ArgumentGroup, name: str, field: FieldInfo) -> None:
+    help_text = f"{field.description} [env {env_name(name)}; default: {_default(field)}]"
+    if field.annotation is bool:
+        section.add_argument(
+            _flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
+        )
+    elif is_list_field(name):
+        section.add_argument(
+            _flag(name), dest=name, action="append", metavar=name.upper(), help=help_text
+        )
+    else:
+        section.add_argument(_flag(name), dest=name, metavar=name.upper(), help=help_text)
 
 
 def _default(field: FieldInfo) -> str:

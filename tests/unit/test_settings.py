@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from kefu.fastpath.smalltalk import DEFAULT_SHOP_NAME
-from kefu.settings import DEFAULT_PERSONA, Settings, SettingsError, env_name, load_settings
+from kefu.settings import (
+    DEFAULT_PERSONA,
+    GROUPS,
+    Settings,
+    SettingsError,
+    env_name,
+    load_settings,
+)
 from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 
 
@@ -303,3 +310,9 @@ def test_llamacpp_sequences_are_bounded_but_a_pool_may_run_more() -> None:
     pool = load({"parallel": 300, "engine": ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]})
     assert pool.engine_kind == "remote"
     assert pool.parallel == 300
+
+
+def test_every_setting_belongs_to_exactly_one_group() -> None:
+    grouped = [name for group in GROUPS for name in group.model_fields]
+    assert len(grouped) == len(set(grouped))
+    assert set(grouped) == set(Settings.model_fields)

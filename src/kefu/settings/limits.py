@@ -1,0 +1,66 @@
+"""Settings of admission (slots, the waiting line, the TTFT SLO) and per-caller limits."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from kefu.settings.group import SettingsGroup
+
+
+class LimitSettings(SettingsGroup):
+    """Admission (slots, the waiting line, the TTFT SLO) and per-caller limits."""
+
+    heading: ClassVar[str] = "admission and limits"
+
+    max_queue: int = Field(
+        64, ge=0, description="Requests that may wait for a slot; beyond this kefu answers 503."
+    )
+    queue_timeout: float = Field(
+        30.0, gt=0, description="Seconds a request may wait for a slot before it fails (503)."
+    )
+    admission: Literal["predicted", "queue"] = Field(
+        "predicted",
+        description="How the LLM path admits requests: 'predicted' refuses at once (503 + "
+        "Retry-After; on /chat a 'busy' answer with the nearest FAQ entries) a request whose "
+        "first token the engine's measured service rate puts past --ttft-slo; 'queue' only "
+        "bounds the line (--max-queue, --queue-timeout).",
+    )
+    ttft_slo: float = Field(
+        2.0,
+        gt=0,
+        description="Seconds to the first token that --admission predicted aims for: a "
+        "request predicted to wait longer is refused at once instead of failing later, and "
+        "none waits in line longer than this.",
+    )
+    rate_limit: str = Field(
+        "30/60",
+        description="Requests per authenticated key or user, as N/SECONDS (a token bucket of "
+        "N refilled over SECONDS; a key may carry its own); 'off' for none. Fast-path "
+        "answers count. Unauthenticated callers (--auth none) are not limited.",
+    )
+    max_streams: int = Field(
+        4,
+        ge=0,
+        description="Answers one key or user may have running at once (0 = no cap); a key "
+        "may carry its own.",
+    )
+    limits_timeout: float = Field(
+        0.05,
+        gt=0,
+        description="Seconds a Redis limit check may take before --limits-on-redis-down decides.",
+    )
+    limits_on_redis_down: Literal["open", "closed"] = Field(
+        "open",
+        description="When Redis cannot answer a limit check: 'open' lets the request through "
+        "(logged and counted), 'closed' answers 503.",
+    )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_parses(cls, value: str) -> str:
+        from kefu.limits.rate import Rate
+
+        Rate.parse(value)
+        return value.strip()

@@ -1,0 +1,102 @@
+"""Settings of remote engines: the pool, routing, timeouts and circuit breakers."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from kefu.settings.group import SettingsGroup
+
+
+class PoolSettings(SettingsGroup):
+    """Remote engines (vLLM, SGLang, llama.cpp's server): the pool, routing and breakers."""
+
+    heading: ClassVar[str] = "remote engines"
+
+    engines_file: Path | None = Field(
+        None,
+        description="TOML file of remote engines, one [[engine]] table each with url and "
+        "optionally model, api_key and name; added to those --engine names.",
+    )
+    engine_model: tuple[str, ...] = Field(
+        (),
+        description="Model name to ask each engine URL for, in the same order (one name: all "
+        "of them); default: the first model its /v1/models lists (env: separated by commas).",
+    )
+    engine_api_key: tuple[str, ...] = Field(
+        (),
+        description="Bearer key for each engine URL, in the same order (one key: all of them; "
+        "env: separated by commas).",
+    )
+    routing: Literal["affinity", "least-load", "round-robin"] = Field(
+        "affinity",
+        description="How the pool picks an engine: 'affinity' keeps a conversation on one "
+        "engine (its KV cache) unless that engine is --imbalance busier than the least "
+        "loaded; 'least-load'; 'round-robin'.",
+    )
+    imbalance: int = Field(
+        4,
+        ge=0,
+        description="Requests (kefu's in flight plus the engine's reported queue) by which "
+        "a conversation's engine may exceed the least loaded before --routing affinity "
+        "sends the request to the least loaded one.",
+    )
+    first_token_timeout: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds a remote engine may go without a first token while it sends "
+        "no text for any other request either (hung): the request then goes to another "
+        "engine and this one counts a failure. An engine busy answering others is waited for.",
+    )
+    engine_timeout: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds a remote engine may take for a whole reply.",
+    )
+    engine_connections: int = Field(
+        256,
+        ge=1,
+        description="Connections kefu keeps open to each remote engine at most.",
+    )
+    breaker_failures: int = Field(
+        3,
+        ge=1,
+        description="Consecutive failures (refused, timed out, broken off, failed health "
+        "check) after which a remote engine gets no requests until a health check passes.",
+    )
+    breaker_cooldown: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds a tripped engine rests before a passing health check lets one "
+        "trial request through (half-open); its success closes the breaker.",
+    )
+    engine_check_interval: float = Field(
+        1.0,
+        gt=0,
+        description="Seconds between health checks and /metrics scrapes of each remote "
+        "engine (never on the request path).",
+    )
+
+    @field_validator("engines_file")
+    @classmethod
+    def _engines_file_reads(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        try:
+            with value.open("rb") as f:
+                tables = tomllib.load(f).get("engine")
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"cannot read {value}: {exc}") from None
+        if not isinstance(tables, list) or not tables:
+            raise ValueError(f"{value} has no [[engine]] tables")
+        for table in tables:
+            url = table.get("url") if isinstance(table, dict) else None
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"{value}: every [[engine]] needs an http(s) url")
+            unknown = set(table) - {"url", "model", "api_key", "name"}
+            if unknown:
+                raise ValueError(f"{value}: unknown engine keys {sorted(unknown)}")
+        return value
