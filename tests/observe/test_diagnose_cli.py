@@ -31,11 +31,14 @@ def light_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServe
 
 @pytest.fixture(scope="module")
 def saturated_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KefuServer]:
-    """One slot, ~0.2 s per reply: concurrent requests wait in the admission queue."""
+    """One slot, ~0.2 s per reply: concurrent requests wait in the admission queue (the
+    queue policy: by predicted wait, those past --ttft-slo would be refused instead)."""
     with running_kefu(
         tmp_path_factory.mktemp("saturated"),
         "--engine",
         "fake",
+        "--admission",
+        "queue",
         "--parallel",
         "1",
         "--max-queue",
