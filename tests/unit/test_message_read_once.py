@@ -8,13 +8,10 @@ the fast path plans an answer counts how often the message is read.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from kefu.service.fast_path import FastPath
-from kefu.settings import Settings
-from tests.unit.fast_path_support import opened
 
 # One message per way through the fast path: a rule (order, smalltalk, handoff), an
 # exact question, a knowledge-base answer, a miss that goes to the LLM past the cache,
@@ -30,16 +27,6 @@ MESSAGES = {
     "chinese faq": "运费怎么算？",
     "chinese, to the llm": "你们觉得明天会下雨吗？",
 }
-
-
-@pytest.fixture
-async def fast_path(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
-    settings: Settings = settings_factory(fast_path=True, faq_calibration=False)
-    fast_path = await opened(settings, second_look=False)
-    try:
-        yield fast_path
-    finally:
-        await fast_path.close()
 
 
 def counting(monkeypatch: pytest.MonkeyPatch, message: str) -> list[str]:

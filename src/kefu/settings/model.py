@@ -7,7 +7,7 @@ variable and help. Checks that read more than one group live here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import field_validator, model_validator
 
@@ -23,18 +23,6 @@ from kefu.settings.shared import SharedSettings
 from kefu.settings.shop import ShopSettings
 
 MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ
-# The groups in the order --help shows them.
-GROUPS: tuple[type[SettingsGroup], ...] = (
-    ServerSettings,
-    EngineSettings,
-    PoolSettings,
-    LimitSettings,
-    ConversationSettings,
-    FastPathSettings,
-    ShopSettings,
-    AccessSettings,
-    SharedSettings,
-)
 
 
 class Settings(
@@ -78,3 +66,7 @@ class Settings(
         if self.engine == ("llamacpp",) and self.engines_file is None:
             return "llamacpp"
         return "remote"
+
+
+# The groups, in the order --help shows them: Settings' own bases, so they cannot drift.
+GROUPS = cast(tuple[type[SettingsGroup], ...], Settings.__bases__)

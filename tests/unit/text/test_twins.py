@@ -9,7 +9,7 @@ mixtures of these, and the fast path itself answers a fixed set of twins.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -24,13 +24,11 @@ from kefu.fastpath.rules import (
     smalltalk_kind,
 )
 from kefu.service.fast_path import FastPath
-from kefu.settings import Settings
 from kefu.text.entities import salient
 from kefu.text.message import read_message
 from kefu.text.normalize import fold, normalize
 from kefu.text.order_numbers import read_order_number
 from kefu.text.words import tokens, words_of
-from tests.unit.fast_path_support import opened
 
 MESSAGES = [
     # order questions, numbers whole, closed up and mistyped
@@ -153,16 +151,6 @@ def chinese_keyboard(message: str) -> str:
 def ascii_keyboard(message: str) -> str:
     """Chinese typed on an English keyboard: ASCII punctuation."""
     return message.translate(str.maketrans("，。？！：", ",.?!:"))
-
-
-@pytest.fixture
-async def fast_path(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
-    settings: Settings = settings_factory(fast_path=True, faq_calibration=False)
-    fast_path = await opened(settings, second_look=False)
-    try:
-        yield fast_path
-    finally:
-        await fast_path.close()
 
 
 @pytest.mark.anyio
