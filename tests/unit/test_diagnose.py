@@ -210,7 +210,7 @@ def test_no_requests_no_rates() -> None:
     [
         ({"engine_error": 1}, "warn"),  # 1 %: not over the limit
         ({"engine_error": 2}, "fail"),
-        ({"engine_error": 1, "queue_full": 1}, "fail"),
+        ({"engine_error": 1, "internal_error": 1}, "fail"),
     ],
 )
 def test_other_errors(errors_by_code: dict[str, int], status: str) -> None:
@@ -220,6 +220,43 @@ def test_other_errors(errors_by_code: dict[str, int], status: str) -> None:
     for code, n in errors_by_code.items():
         assert f"{code} {n}" in errors.message
     assert verdict.exit_code == (1 if status == "fail" else 0)
+
+
+@pytest.mark.parametrize(
+    ("errors_by_code", "status"),
+    [
+        ({"overloaded": 1}, "warn"),
+        ({"queue_full": 3, "overloaded": 2}, "warn"),  # 5 %: not over the limit
+        ({"overloaded": 6}, "fail"),
+        ({"queue_full": 4, "overloaded": 2}, "fail"),
+    ],
+)
+def test_admission_refusals_are_capacity_not_server_errors(
+    errors_by_code: dict[str, int], status: str
+) -> None:
+    summary = healthy(errors_by_code=errors_by_code, errors=sum(errors_by_code.values()))
+    verdict = diagnose(summary)
+    capacity = the(verdict, "capacity")
+    assert capacity.status == status
+    refused = sum(errors_by_code.values())
+    assert f"admission refused {refused / 100:.1%} ({refused} of 100" in capacity.message
+    for code, n in errors_by_code.items():
+        assert f"{code} {n}" in capacity.message
+    # a refusal is a fast 503 by design: never counted again as the server's own error
+    assert finding(verdict, "errors") is None
+    assert verdict.exit_code == (1 if status == "fail" else 0)
+
+
+def test_refusals_and_server_errors_are_judged_apart() -> None:
+    codes = {"engine_error": 1, "overloaded": 30, "queue_timeout": 1, "not_found": 2}
+    verdict = diagnose(healthy(errors_by_code=codes, errors=34, timeouts=1))
+    assert the(verdict, "capacity").status == "fail"
+    errors = the(verdict, "errors")
+    # 1 % of server errors (engine_error alone) is under the error limit
+    assert errors.status == "warn"
+    assert "server error rate 1.0%" in errors.message
+    assert "overloaded" not in errors.message
+    assert "queue_timeout" not in errors.message
 
 
 def test_gateway_over_50_ms_warns_but_stays_healthy() -> None:

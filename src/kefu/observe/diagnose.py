@@ -4,6 +4,7 @@ Thresholds are the ones operators in the field use (docs/ARCHITECTURE.md):
 TTFT < 500 ms excellent, < 1 s good, < 2 s acceptable, else poor; queue wait
 over 30 % of E2E means compute is saturated; a timeout error rate over 1 % is a
 fault; TTFT that grows with the turn number means context management is off.
+Admission's refusals are judged as capacity, apart from the server's own errors.
 """
 
 from __future__ import annotations
@@ -11,12 +12,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from kefu.errors import Overloaded, QueueFull, QueueTimeout
+
 Status = Literal["ok", "warn", "fail"]
 
 TTFT_GRADES = ((500, "excellent"), (1000, "good"), (2000, "acceptable"))
 QUEUE_SHARE_LIMIT = 0.30
 TIMEOUT_RATE_LIMIT = 0.01
 ERROR_RATE_LIMIT = 0.01
+# A burst refused now and then is admission doing its job (a fast 503 instead of a long
+# wait); a steady share of refusals says the engines are too few for the load.
+REFUSAL_RATE_LIMIT = 0.05
 TURN_GROWTH_LIMIT = 0.5  # TTFT p50 of the latest turn vs the first
 TURN_GROWTH_MIN_MS = 200
 GATEWAY_WARN_MS = 50
@@ -37,6 +43,9 @@ CLIENT_ERROR_CODES = {
     "forbidden",
     "rate_limited",
 }
+# Admission's capacity refusals: 503s by design, not faults. (queue_timeout, its third,
+# is judged with the timeouts.)
+REFUSAL_CODES = {Overloaded.code, QueueFull.code}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +86,17 @@ class Verdict:
 
 def diagnose(summary: dict[str, Any]) -> Verdict:
     verdict = Verdict(samples=int(summary.get("requests", 0)))
-    for check in (_stages, _ttft, _queue, _turn_growth, _gateway, _redis, _timeouts, _errors):
+    for check in (
+        _stages,
+        _ttft,
+        _queue,
+        _turn_growth,
+        _gateway,
+        _redis,
+        _timeouts,
+        _refusals,
+        _errors,
+    ):
         finding = check(summary)
         if finding is not None:
             verdict.findings.append(finding)
@@ -236,9 +255,27 @@ def _timeouts(s: dict[str, Any]) -> Finding | None:
     return Finding("timeouts", "ok", text)
 
 
+def _refusals(s: dict[str, Any]) -> Finding | None:
+    requests = int(s.get("requests", 0))
+    codes = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k in REFUSAL_CODES}
+    if not requests or not codes:
+        return None
+    refused = sum(codes.values())
+    rate = refused / requests
+    detail = ", ".join(f"{code} {n}" for code, n in sorted(codes.items()))
+    text = (
+        f"admission refused {rate:.1%} ({refused} of {requests}: {detail}): the engines are "
+        "full at this load; add engines or replicas, or raise --ttft-slo or --max-queue "
+        "if customers may wait longer"
+    )
+    status: Status = "fail" if rate > REFUSAL_RATE_LIMIT else "warn"
+    return Finding("capacity", status, text)
+
+
 def _errors(s: dict[str, Any]) -> Finding | None:
     requests = int(s.get("requests", 0))
-    codes = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k != "queue_timeout"}
+    judged = REFUSAL_CODES | {QueueTimeout.code}  # each has a finding of its own
+    codes = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k not in judged}
     if not requests or not codes:
         return None
     server = {k: v for k, v in codes.items() if k not in CLIENT_ERROR_CODES}
