@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-import httpx2
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.types import Message
@@ -58,8 +58,24 @@ def parse_sse(text: str) -> list[SseEvent]:
     return events
 
 
+class Response(Protocol):
+    """What the assertions read of a response: httpx's (``serve``'s client) or httpx2's
+    (Starlette's TestClient is built on httpx2)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def json(self, **kwargs: Any) -> Any: ...
+
+
 def assert_envelope(
-    response: httpx2.Response, status: int, code: str | None = None, type_: str | None = None
+    response: Response, status: int, code: str | None = None, type_: str | None = None
 ) -> dict[str, Any]:
     """The response is an OpenAI error envelope with this status (and code, type)."""
     assert response.status_code == status, response.text
@@ -146,11 +162,11 @@ def make_app(settings: Settings, engine: FakeEngine) -> Starlette:
 
 
 @asynccontextmanager
-async def serve(app: Starlette, *, ready: bool = True) -> AsyncIterator[httpx2.AsyncClient]:
+async def serve(app: Starlette, *, ready: bool = True) -> AsyncIterator[httpx.AsyncClient]:
     """Run the app's lifespan in this event loop and give an async client on it."""
     async with app.router.lifespan_context(app):
-        transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             if ready:
                 deadline = time.monotonic() + 10
                 while (await client.get("/ready")).status_code != 200:

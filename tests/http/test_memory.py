@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import httpx2
+import httpx
 import pytest
 
 from kefu.engine.base import GenerationEvent, GenerationRequest
@@ -54,7 +54,7 @@ class SummarisingEngine(FakeEngine):
             yield event
 
 
-async def turn(client: httpx2.AsyncClient, message: str, session_id: str | None = None) -> str:
+async def turn(client: httpx.AsyncClient, message: str, session_id: str | None = None) -> str:
     body: dict[str, Any] = {"message": message}
     if session_id is not None:
         body["session_id"] = session_id
@@ -66,7 +66,7 @@ async def turn(client: httpx2.AsyncClient, message: str, session_id: str | None 
     return sid
 
 
-async def conversation(client: httpx2.AsyncClient, runtime: Runtime, turns: int) -> str:
+async def conversation(client: httpx.AsyncClient, runtime: Runtime, turns: int) -> str:
     """Turn 1 states the order and the size; the summaries of each turn are awaited."""
     session_id = await turn(client, "My kettle from order LH-100234, size M, leaks.")
     for n in range(2, turns + 1):

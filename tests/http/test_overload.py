@@ -1,6 +1,6 @@
 """Admission control over HTTP: a full server answers 503 + Retry-After at once.
 
-Concurrency runs in one event loop: httpx2.AsyncClient on an ASGITransport, with the
+Concurrency runs in one event loop: httpx.AsyncClient on an ASGITransport, with the
 app's lifespan entered by the test. The engine is gated, so "busy" is a state, not a race.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx2
+import httpx
 import pytest
 
 from kefu.engine.fake import FakeEngine
@@ -32,7 +32,7 @@ def completion(content: str, **extra: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": content}], **extra}
 
 
-def stream_text(response: httpx2.Response) -> str:
+def stream_text(response: httpx.Response) -> str:
     assert response.status_code == 200, response.text
     events = parse_sse(response.text)
     assert events[-1].data == "[DONE]"
@@ -43,7 +43,7 @@ def stream_text(response: httpx2.Response) -> str:
     )
 
 
-def assert_queue_full(response: httpx2.Response) -> None:
+def assert_queue_full(response: httpx.Response) -> None:
     """/v1: the OpenAI envelope; /chat: a ``busy`` event (tests/http/test_busy.py) that
     carries the same error."""
     if response.request.url.path == "/chat":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx2
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -35,7 +35,7 @@ def chat(client: TestClient, message: str, session_id: str | None = None, **extr
     return sid
 
 
-def done_payload(response: httpx2.Response) -> dict[str, Any]:
+def done_payload(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     events = parse_sse(response.text)
     assert events[-1].event == "done", response.text
@@ -134,7 +134,7 @@ def test_chat_on_unknown_session(client: TestClient, fake_engine: FakeEngine) ->
 # --- turns of one session at once ------------------------------------------------------------
 
 
-async def _session(client: httpx2.AsyncClient, engine: GatedEngine) -> str:
+async def _session(client: httpx.AsyncClient, engine: GatedEngine) -> str:
     """A session with one finished turn ("m0"); the gate is closed afterwards."""
     engine.release()
     response = await client.post("/chat", json={"message": "m0"})
