@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_server
+from harness import kefu_server, sse_events
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.second_look import E5Transformer, Known, SecondLook
 
@@ -107,30 +107,23 @@ async def post_chat(client: httpx.AsyncClient, base_url: str, message: str) -> R
                 await r.aread()
                 reply.error = f"HTTP {r.status_code}"
                 return reply
-            event, data = "message", ""
-            async for line in r.aiter_lines():
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:"):
-                    data += line[5:].strip()
-                elif not line and data:
-                    body = json.loads(data)
-                    if event == "token" and body.get("text"):
-                        reply.first_token = reply.first_token or time.perf_counter()
-                        parts.append(body["text"])
-                    elif event == "handoff":
-                        reply.handoff = True
-                    elif event == "error":
-                        reply.error = str(body.get("message") or body)[:120]
-                    elif event == "done":
-                        reply.done = time.perf_counter()
-                        reply.tier = body.get("tier")
-                        reply.intent = (body.get("route") or {}).get("intent")
-                        reply.reason = (body.get("route") or {}).get("reason")
-                        reply.source = body.get("source")
-                        reply.timings = body.get("timings") or {}
-                        reply.server_e2e_ms = reply.timings.get("e2e_ms")
-                    event, data = "message", ""
+            async for sse in sse_events(r):
+                body = json.loads(sse.data)
+                if sse.event == "token" and body.get("text"):
+                    reply.first_token = reply.first_token or time.perf_counter()
+                    parts.append(body["text"])
+                elif sse.event == "handoff":
+                    reply.handoff = True
+                elif sse.event == "error":
+                    reply.error = str(body.get("message") or body)[:120]
+                elif sse.event == "done":
+                    reply.done = time.perf_counter()
+                    reply.tier = body.get("tier")
+                    reply.intent = (body.get("route") or {}).get("intent")
+                    reply.reason = (body.get("route") or {}).get("reason")
+                    reply.source = body.get("source")
+                    reply.timings = body.get("timings") or {}
+                    reply.server_e2e_ms = reply.timings.get("e2e_ms")
     except httpx.HTTPError as exc:
         reply.error = type(exc).__name__
     reply.end = time.perf_counter()

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process
+from harness import kefu_process, sse_events
 
 MESSAGES = (
     "How long does delivery take?",
@@ -78,17 +78,14 @@ async def talk(
         cycle.sent += 1
         try:
             async with client.stream("POST", "/chat", json=body) as response:
-                event, reply = "", None
-                async for line in response.aiter_lines():
-                    if line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[6:])
-                        if event == "meta":
-                            convo.session_id = data["session_id"]
-                        elif event == "done":
-                            reply = data["reply"]
-                            convo.session_id = data["session_id"]
+                reply = None
+                async for event in sse_events(response):
+                    data = json.loads(event.data)
+                    if event.event == "meta":
+                        convo.session_id = data["session_id"]
+                    elif event.event == "done":
+                        reply = data["reply"]
+                        convo.session_id = data["session_id"]
             if reply is None:
                 cycle.cut += 1
                 if response.status_code != 200:

@@ -40,6 +40,7 @@ from typing import Any
 import httpx
 
 from harness import kefu_process
+from kefu.bench.sse import parse_events
 
 VANISH_POINTS = ("mid-request", "after-request", "after-headers", "after-tokens")
 
@@ -147,28 +148,21 @@ async def read_events(
         await reader.readexactly(2)
         while b"\n\n" in buffer:
             frame, buffer = buffer.split(b"\n\n", 1)
-            event, data = "message", ""
-            for line in frame.decode().split("\n"):
-                if line.startswith("event: "):
-                    event = line[7:]
-                elif line.startswith("data: "):
-                    data += line[6:]
-            if not data:
-                continue
-            payload = json.loads(data)
-            if event == "meta":
-                convo.session_id = payload["session_id"]
-            elif event == "token":
-                tokens += 1
-                if tokens_to_read is not None and tokens >= tokens_to_read:
-                    convo.vanished = "after-tokens"
-                    vanish(writer, rng)
-                    return False
-            elif event == "done":
-                convo.done.append(payload["reply"])
-                return True
-            elif event == "error":
-                raise RuntimeError(f"error event: {payload}")
+            for event in parse_events(frame.decode()):
+                payload = json.loads(event.data)
+                if event.event == "meta":
+                    convo.session_id = payload["session_id"]
+                elif event.event == "token":
+                    tokens += 1
+                    if tokens_to_read is not None and tokens >= tokens_to_read:
+                        convo.vanished = "after-tokens"
+                        vanish(writer, rng)
+                        return False
+                elif event.event == "done":
+                    convo.done.append(payload["reply"])
+                    return True
+                elif event.event == "error":
+                    raise RuntimeError(f"error event: {payload}")
 
 
 async def conversation(

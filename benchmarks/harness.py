@@ -1,4 +1,5 @@
-"""What the benchmarks share: start servers as subprocesses, stream a chat completion, percentiles.
+"""What the benchmarks share: start servers as subprocesses, read SSE, stream a chat completion,
+percentiles.
 
 Benchmarks print figures and never pass or fail on a time.
 """
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from kefu.bench.sse import SseEvent, SseParser
 from kefu.engine.llamacpp.stock_server import LLAMA_SERVER_WITH_AMX_FIX
 
 
@@ -148,6 +150,18 @@ class ChatTrace:
     error: str | None = None
 
 
+async def sse_events(response: httpx.Response) -> AsyncGenerator[SseEvent, None]:
+    """The events of a streamed text/event-stream body, as kefu bench reads them
+    (kefu.bench.sse); an event comes out at the blank line that ends it. A caller that
+    stops early wraps this in contextlib.aclosing."""
+    parser = SseParser()
+    async for line in response.aiter_lines():
+        if (event := parser.feed(line)) is not None:
+            yield event
+    if (event := parser.feed("")) is not None:
+        yield event  # a last event the server did not end with a blank line
+
+
 async def trace_chat(client: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> ChatTrace:
     """POST ``body`` (with stream true) to /v1/chat/completions and time its SSE chunks."""
     sent = time.perf_counter()
@@ -160,19 +174,20 @@ async def trace_chat(client: httpx.AsyncClient, base_url: str, body: dict[str, A
             if r.status_code != 200:
                 await r.aread()
                 return ChatTrace(sent, time.perf_counter(), error=f"HTTP {r.status_code}")
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    return ChatTrace(sent, time.perf_counter(), error=str(chunk["error"]))
-                for choice in chunk.get("choices", []):
-                    content = (choice.get("delta") or {}).get("content")
-                    if content:
-                        last = time.perf_counter()
-                        first = first or last
-                        parts.append(content)
-                usage = chunk.get("usage") or usage
+            async with contextlib.aclosing(sse_events(r)) as events:
+                async for event in events:
+                    if event.data == "[DONE]":
+                        continue
+                    chunk = json.loads(event.data)
+                    if "error" in chunk:
+                        return ChatTrace(sent, time.perf_counter(), error=str(chunk["error"]))
+                    for choice in chunk.get("choices", []):
+                        content = (choice.get("delta") or {}).get("content")
+                        if content:
+                            last = time.perf_counter()
+                            first = first or last
+                            parts.append(content)
+                    usage = chunk.get("usage") or usage
     except httpx.HTTPError as exc:
         return ChatTrace(sent, time.perf_counter(), error=type(exc).__name__)
     return ChatTrace(sent, time.perf_counter(), first, last, "".join(parts), usage)

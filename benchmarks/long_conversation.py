@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from harness import interpolated_percentile, kefu_server
+from harness import interpolated_percentile, kefu_server, sse_events
 from kefu.engine.bundled import bundled_model_path
 
 MODES = {
@@ -89,21 +89,17 @@ async def chat_turn(
         body["session_id"] = session_id
     sent = time.perf_counter()
     first: float | None = None
-    event = ""
     done: dict[str, Any] | None = None
     async with client.stream("POST", url + "/chat", json=body) as response:
         if response.status_code != 200:
             raise RuntimeError(f"/chat answered {response.status_code}: {await response.aread()!r}")
-        async for line in response.aiter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                if event == "token" and first is None:
-                    first = time.perf_counter()
-                elif event == "done":
-                    done = json.loads(line[6:])
-                elif event == "error":
-                    raise RuntimeError(f"/chat failed: {line[6:]}")
+        async for event in sse_events(response):
+            if event.event == "token" and first is None:
+                first = time.perf_counter()
+            elif event.event == "done":
+                done = json.loads(event.data)
+            elif event.event == "error":
+                raise RuntimeError(f"/chat failed: {event.data}")
     if done is None:
         raise RuntimeError("/chat ended without `done`")
     usage = done["usage"]

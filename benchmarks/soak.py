@@ -40,7 +40,8 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process, percentile
+from harness import kefu_process, percentile, sse_events
+from kefu.bench.sse import parse_events
 
 FAQ = (
     "How long does delivery take?",
@@ -148,18 +149,16 @@ class Traffic:
                 if response.status_code != 200:
                     self.account(kind, response, await response.aread())
                     return session_id
-                event = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[6:])
-                        if event == "meta":
+                async with contextlib.aclosing(sse_events(response)) as events:
+                    async for event in events:
+                        data = json.loads(event.data)
+                        if event.event == "meta":
                             session_id = data["session_id"]
-                        elif event == "token" and leave:
+                        elif event.event == "token" and leave:
                             break  # the customer closes the page mid-reply
-                        elif event == "error":
-                            self.soak.errors[f"{kind} error-event {data['error']['code']}"] += 1
+                        elif event.event == "error":
+                            code = data["error"]["code"]
+                            self.soak.errors[f"{kind} error-event {code}"] += 1
                 self.soak.requests[kind] += 1
         except httpx.HTTPError as exc:
             self.soak.errors[f"{kind} {type(exc).__name__}"] += 1
@@ -218,7 +217,7 @@ class Traffic:
 def error_code(body: bytes) -> str:
     text = body.decode("utf-8", "replace")
     if text.startswith("event:"):  # /chat's busy answer
-        text = next((ln[6:] for ln in text.splitlines() if ln.startswith("data: ")), "{}")
+        text = next((event.data for event in parse_events(text)), "{}")
     try:
         return str(json.loads(text)["error"]["code"])
     except (ValueError, KeyError, TypeError):
