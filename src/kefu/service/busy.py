@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from kefu.errors import Unavailable
 from kefu.knowledge.base import Hit
-from kefu.text.words import language
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +42,11 @@ def busy_answer(
     *,
     exc: Unavailable,
     session_id: str | None,
-    message: str,
+    lang: str,
     passages: Sequence[Hit],
     agents: tuple[bool, str],
 ) -> TurnBusy:
-    lang = language(message)
+    """``lang``: the message's, as the turn read it (``Message.lang``)."""
     wait = retry_seconds(exc)
     suggestions = tuple(
         Suggestion(hit.entry.id, hit.entry.question, hit.entry.answer) for hit in passages

@@ -39,7 +39,6 @@ from kefu.service.timeline import Timeline
 from kefu.store.base import Session, StoredMessage, Turn
 from kefu.text.message import Message, read_message
 from kefu.text.normalize import normalize
-from kefu.text.words import language
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +208,9 @@ async def run_turn(
             yield busy_answer(
                 exc=exc,
                 session_id=None if is_new else session_id,
-                message=message,
+                lang=read.lang,
                 passages=plan.passages if plan is not None else (),
-                agents=runtime.handoff_hours(language(message)),
+                agents=runtime.handoff_hours(read.lang),
             )
             return
         finally:
