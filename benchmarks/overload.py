@@ -12,13 +12,21 @@ server's RSS peak. Then goodput at 10x against 1x for each policy.
 
     .venv/bin/python benchmarks/overload.py [--users 10] [--duration 60] [--slo 2]
 
+``--cpu`` measures instead what one refusal costs the server, in CPU milliseconds (from
+/proc, so a loaded machine changes it less than a latency): a fake engine whose one slot
+is held, so every LLM-bound message is refused, ``--cpu-requests`` of the load
+generator's unique messages, 10 at a time, against the default server and against
+``--no-fast-path`` (the HTTP layer and admission alone, the floor), in one run.
+
 Figures on a shared 2-core machine are noisy; the ratios within one run are what count.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,7 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from harness import kefu_process, percentile
+from kefu.bench.pools import EN_UNIQUE, ZH_UNIQUE
 
 
 def rss_mib(pid: int) -> float:
@@ -145,6 +156,62 @@ def print_row(row: Row) -> None:
     )
 
 
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+async def refusals(url: str, pid: int, count: int) -> tuple[float, dict[int, int], list[float]]:
+    """Hold the one slot, then send ``count`` unique messages 10 at a time: the server's
+    CPU ms per message, the statuses, the client-side latencies."""
+    templates = EN_UNIQUE + ZH_UNIQUE
+    messages = [templates[i % len(templates)].format(n=1000 + i) for i in range(count + 20)]
+    async with httpx.AsyncClient(timeout=120) as client:
+        holder = asyncio.create_task(
+            client.post(url + "/chat", json={"message": "tell me a long story about the sea"})
+        )
+        await asyncio.sleep(1.5)  # older than the SLO: the rate says nothing more fits
+        for message in messages[:20]:  # warm-up: imports, first lookups
+            await client.post(url + "/chat", json={"message": message})
+        statuses: Counter[int] = Counter()
+        latencies: list[float] = []
+        gate = asyncio.Semaphore(10)
+
+        async def send(message: str) -> None:
+            async with gate:
+                sent = time.perf_counter()
+                response = await client.post(url + "/chat", json={"message": message})
+                latencies.append(time.perf_counter() - sent)
+                statuses[response.status_code] += 1
+
+        before = cpu_ms(pid)
+        await asyncio.gather(*(send(m) for m in messages[20:]))
+        spent = cpu_ms(pid) - before
+        holder.cancel()
+    return spent / count, dict(statuses), latencies
+
+
+def refusal_cpu(args: argparse.Namespace) -> None:
+    flags = ["--engine", "fake", "--fake-prefill-delay", "600", "--parallel", "1"]
+    flags += ["--ttft-slo", "0.5"]
+    figures: dict[str, float] = {}
+    print(f"\nrefused /chat messages ({args.cpu_requests}, 10 at a time), fake engine, 1 slot held")
+    print(f"{'server':16} {'statuses':22} {'CPU ms/msg':>10} {'p50 ms':>7} {'p99 ms':>7}")
+    for name, extra in (("default", []), ("--no-fast-path", ["--no-fast-path"])):
+        with kefu_process(*flags, *extra) as (url, process):
+            per, statuses, latencies = asyncio.run(refusals(url, process.pid, args.cpu_requests))
+        figures[name] = per
+        print(
+            f"{name:16} {json.dumps(statuses):22} {per:10.2f} "
+            f"{fmt(percentile(latencies, 50)):>7} {fmt(percentile(latencies, 99)):>7}"
+        )
+    print(
+        f"\nCPU per refused message, default / --no-fast-path = "
+        f"{figures['default'] / figures['--no-fast-path']:.1f}x (load {os.getloadavg()[0]:.1f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=10, help="the 1x load (default: 10)")
@@ -155,7 +222,14 @@ def main() -> None:
     parser.add_argument(
         "--policies", default="queue,predicted", help="admission policies, in order"
     )
+    parser.add_argument(
+        "--cpu", action="store_true", help="measure the CPU one refusal costs, and stop"
+    )
+    parser.add_argument("--cpu-requests", type=int, default=400, help="messages for --cpu")
     args = parser.parse_args()
+    if args.cpu:
+        refusal_cpu(args)
+        return
     rows: list[Row] = []
     for policy in args.policies.split(","):
         flags = ["--admission", policy, "--ttft-slo", str(args.slo)]

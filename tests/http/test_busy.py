@@ -7,10 +7,12 @@ engine is too slow for the SLO" is a state, not a race."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from kefu.limits.admission import Hold
+from kefu.service.plan import Plan
 from kefu.service.runtime import Runtime
 from tests.http.helpers import (
     GatedEngine,
@@ -32,7 +34,8 @@ QUESTION = "how does the warranty work if my dog chewed the lamp cable"
 
 def slow_engine_measured(runtime: Runtime) -> None:
     """As if a request had held its slot 10 s, its first token after 1 s."""
-    runtime.admission.rate.record(Hold(granted=0.0, first_token=1.0), released=10.0)
+    runtime.admission.rate.record(Hold(granted=0.0), released=10.0)
+    runtime.admission.rate.first_token.add(1.0)
 
 
 async def test_chat_overflow_is_a_busy_answer_with_suggestions(
@@ -108,7 +111,63 @@ async def test_chat_overflow_is_a_busy_answer_with_suggestions(
 
         # The session lock was released: the next turn (engine fast again) is served.
         for _ in range(20):
-            runtime.admission.rate.record(Hold(granted=0.0, first_token=0.0), released=0.0)
+            runtime.admission.rate.record(Hold(granted=0.0), released=0.0)
+            runtime.admission.rate.first_token.add(0.0)
         response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
         assert response.status_code == 200
         assert parse_sse(response.text)[-1].event == "done"
+
+
+async def test_a_refused_turn_spends_nothing_on_what_only_the_engine_needs(
+    settings_factory: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused by admission, a turn gets no second look and no prompt is built: the refusal
+    comes right after the first look, with its passages as the suggestions."""
+    engine = GatedEngine()
+    settings = settings_factory(parallel=1, max_queue=8, ttft_slo=2.0, fast_path=True)
+    app = make_app(settings, engine)
+    async with serve(app) as client:
+        runtime: Runtime = app.state.runtime
+        await wait_until(lambda: runtime.fast_path is not None, within=60)
+        fast_path = runtime.fast_path
+        assert fast_path is not None
+        looks: list[bool] = []
+        plan = fast_path.plan
+
+        async def spied_plan(*args: Any, **kwargs: Any) -> Plan:
+            looks.append(kwargs["second_look"])
+            return await plan(*args, **kwargs)
+
+        monkeypatch.setattr(fast_path, "plan", spied_plan)
+
+        async def no_prompt(*_: object) -> object:
+            raise AssertionError("a refused turn must not build its prompt")
+
+        slow_engine_measured(runtime)
+        busy = asyncio.create_task(
+            client.post(
+                "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": "hold the slot"}]},
+            )
+        )
+        await wait_until(lambda: runtime.admission.running == 1)
+        monkeypatch.setattr(runtime, "build_prompt", no_prompt)
+
+        response = await client.post("/chat", json={"message": QUESTION})
+        assert response.status_code == 503
+        data = parse_sse(response.text)[0].json()
+        assert data["error"]["code"] == "overloaded"
+        assert data["suggestions"], "the first look's passages"
+        assert looks == [False]
+        # /v1 is refused before its prompt is counted, too.
+        response = await client.post(
+            "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert_envelope(response, 503, "overloaded", "service_unavailable_error")
+        assert runtime.admission.refused["overloaded"] == 2
+        assert runtime.admission.running == 1
+
+        monkeypatch.undo()
+        engine.release()
+        assert (await busy).status_code == 200
+        assert runtime.admission.running == 0

@@ -25,8 +25,9 @@ class Clock:
 async def complete(admission: Admission, clock: Clock, *, service: float, first: float) -> None:
     """One request that holds its slot ``service`` seconds, its first token at ``first``."""
     async with admission.slot() as hold:
-        hold.first_token = clock.now + first
-        clock.now += service
+        clock.now += first
+        admission.first_token(hold)
+        clock.now += service - first
 
 
 def test_ewma_starts_at_the_first_sample_and_follows() -> None:
@@ -43,7 +44,8 @@ def test_ewma_starts_at_the_first_sample_and_follows() -> None:
 def test_prediction_is_the_line_ahead_over_the_completion_rate() -> None:
     rate = ServiceRate(weight=1.0)
     assert rate.predicted_ttft(ahead=0, slots=4, slot_free=False) is None
-    rate.record(Hold(granted=10.0, first_token=10.5), released=18.0)  # 8 s held, 0.5 s to token
+    rate.record(Hold(granted=10.0), released=18.0)  # 8 s held
+    rate.first_token.add(0.5)  # 0.5 s to the first token
     # A free slot: only the first token's wait.
     assert rate.predicted_ttft(ahead=5, slots=4, slot_free=True) == 0.5
     # All busy: a slot frees every 8/4 = 2 s; third in line starts after 3 of them.
@@ -196,3 +198,36 @@ async def test_with_an_slo_nobody_waits_longer_than_it() -> None:
     assert "0.05 s" in info.value.message
     assert admission.refused["queue_timeout"] == 1
     assert Admission(slots=1, max_waiting=4, timeout=30.0).wait_limit == 30.0
+
+
+async def test_the_first_token_is_measured_when_it_comes_not_at_the_end() -> None:
+    """A reply of minutes must not keep the first-token estimate minutes old."""
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=4, timeout=10, ttft_slo=2.0, clock=clock)
+    async with admission.slot() as hold:
+        clock.now += 0.7
+        admission.first_token(hold)
+        assert admission.rate.first_token.value == pytest.approx(0.7)
+        clock.now += 5.0
+        admission.first_token(hold)  # later tokens are not first tokens
+        assert admission.rate.first_token.value == pytest.approx(0.7)
+        assert admission.rate.completed == 0
+    assert admission.rate.completed == 1
+
+
+async def test_check_refuses_now_what_slot_would_and_takes_nothing() -> None:
+    clock = Clock()
+    admission = Admission(slots=1, max_waiting=4, timeout=10, ttft_slo=2.0, clock=clock)
+    assert admission.refusal() is None
+    admission.check()  # a free slot: nothing to refuse, and nothing taken
+    assert admission.running == 0
+    await complete(admission, clock, service=10.0, first=1.0)
+    async with admission.slot():
+        refusal = admission.refusal()
+        assert isinstance(refusal, Overloaded)
+        assert admission.refused["overloaded"] == 0  # asking counts nothing
+        with pytest.raises(Overloaded):
+            admission.check()
+        assert admission.refused["overloaded"] == 1
+        assert admission.running == 1
+        assert admission.waiting == 0

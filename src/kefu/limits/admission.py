@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from kefu.errors import Overloaded, QueueFull, QueueTimeout
+from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 
 AdmissionPolicy = Literal["predicted", "queue"]
 
@@ -52,16 +52,17 @@ class Ewma:
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
 class Hold:
-    """One request's slot: when it was granted, and (set by the caller) when its first
-    token came, on the admission's clock."""
+    """One request's slot: when it was granted, and (``Admission.first_token``) when its
+    first token came, on the admission's clock."""
 
     granted: float
     first_token: float | None = None
 
 
 class ServiceRate:
-    """What completed requests tell of the engine: how long one holds a slot, and how long
-    from its grant to its first token."""
+    """What the engine's requests tell of it: how long a completed one held its slot, and
+    how long from a grant to the first token (sampled when that token comes, so the
+    estimate follows the engine within a few requests, not a few whole replies)."""
 
     def __init__(self, weight: float = EWMA_WEIGHT) -> None:
         self.service = Ewma(weight)
@@ -71,8 +72,6 @@ class ServiceRate:
     def record(self, hold: Hold, released: float) -> None:
         self.completed += 1
         self.service.add(released - hold.granted)
-        if hold.first_token is not None:
-            self.first_token.add(hold.first_token - hold.granted)
 
     def predicted_ttft(
         self, *, ahead: int, slots: int, slot_free: bool, oldest_running: float | None = None
@@ -138,6 +137,42 @@ class Admission:
             oldest_running=None if oldest is None else self.clock() - oldest,
         )
 
+    def first_token(self, hold: Hold) -> None:
+        """The held request's first token came now (once per hold)."""
+        if hold.first_token is None:
+            hold.first_token = self.clock()
+            self.rate.first_token.add(hold.first_token - hold.granted)
+
+    def refusal(self) -> Unavailable | None:
+        """What a request arriving now would be refused with at once (Overloaded,
+        QueueFull), or None when it would get a slot or a place in line; counts nothing."""
+        if self._free > 0 and not self._waiters:
+            return None
+        if self.ttft_slo is not None:
+            predicted = self.predicted_ttft()
+            if predicted is not None and predicted > self.ttft_slo:
+                return Overloaded(
+                    f"the server is busy: a reply would start in about {predicted:.1f} s, "
+                    f"over the {self.ttft_slo:g} s it aims for; retry shortly",
+                    retry_after=max(1.0, predicted - self.ttft_slo),
+                )
+        if self.waiting >= self.max_waiting:
+            return QueueFull(
+                f"the server is at capacity ({self.slots} running, {self.waiting} waiting); "
+                "retry shortly",
+                retry_after=self._retry_after(),
+            )
+        return None
+
+    def check(self) -> None:
+        """Raise now what ``slot`` would refuse at once, taking nothing: a caller asks before
+        it spends CPU on what only an admitted request needs (a prompt, a second look), so
+        a refusal costs about a millisecond however loaded the server is."""
+        refusal = self.refusal()
+        if refusal is not None:
+            self.refused[refusal.code] += 1
+            raise refusal
+
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[Hold]:
         await self._acquire()
@@ -159,14 +194,7 @@ class Admission:
         if self._free > 0 and not self._waiters:
             self._free -= 1
             return
-        self._refuse_if_late()
-        if self.waiting >= self.max_waiting:
-            self.refused["queue_full"] += 1
-            raise QueueFull(
-                f"the server is at capacity ({self.slots} running, {self.waiting} waiting); "
-                "retry shortly",
-                retry_after=self._retry_after(),
-            )
+        self.check()
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
@@ -191,19 +219,6 @@ class Admission:
                 waiter.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
-
-    def _refuse_if_late(self) -> None:
-        if self.ttft_slo is None:
-            return
-        predicted = self.predicted_ttft()
-        if predicted is None or predicted <= self.ttft_slo:
-            return
-        self.refused["overloaded"] += 1
-        raise Overloaded(
-            f"the server is busy: a reply would start in about {predicted:.1f} s, over the "
-            f"{self.ttft_slo:g} s it aims for; retry shortly",
-            retry_after=max(1.0, predicted - self.ttft_slo),
-        )
 
     def _retry_after(self) -> float:
         """Until a place in line is likely to free up (one slot's turn), at least 1 s."""

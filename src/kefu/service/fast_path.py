@@ -201,7 +201,11 @@ class FastPath:
         every step of ``plan`` reads this, none normalises the text again."""
         return self.router.read(message)
 
-    async def plan(self, message: str | Message, *, scope: str, failures: int) -> Plan:
+    async def plan(
+        self, message: str | Message, *, scope: str, failures: int, second_look: bool = True
+    ) -> Plan:
+        """``second_look`` False: the first look only (the turn knows the engine could not
+        take the message, and the transformer's pass would only delay its refusal)."""
         read = self.router.read(message)
         rules = read_rules(read, failures=failures, config=self.router)
         routing = route(read, (), config=self.router, rules=rules)
@@ -215,7 +219,12 @@ class FastPath:
                 hours=self.hours,
             )
         plan = await self._look_up(lambda: self._exact(read) or self._search(read, scope, rules))
-        if plan.tier == "llm" and plan.routing.intent == "general" and not rules.follow_up:
+        if (
+            second_look
+            and plan.tier == "llm"
+            and plan.routing.intent == "general"
+            and not rules.follow_up
+        ):
             if self.keeper.calibration is not None:
                 return await self._look_again_calibrated(read, plan, self.keeper.calibration)
             return await self._look_again(read, plan) or plan

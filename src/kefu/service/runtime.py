@@ -16,7 +16,7 @@ from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationReques
 from kefu.errors import EngineNotReady, EngineUnavailable, KefuError, NotFound, UpstreamError
 from kefu.fastpath.hours import ServiceHours
 from kefu.knowledge.embedder import Vectors
-from kefu.limits.admission import Admission
+from kefu.limits.admission import Admission, Hold
 from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
@@ -215,20 +215,19 @@ class Runtime:
             )
 
     @asynccontextmanager
-    async def admitted(self, timeline: Timeline) -> AsyncIterator[None]:
+    async def admitted(self, timeline: Timeline) -> AsyncIterator[Hold]:
         """Hold an engine slot; fails fast with Overloaded or QueueFull, or QueueTimeout
-        after waiting."""
+        after waiting. The hold goes to ``generate``, which reports its first token."""
         self.check_ready()
         timeline.mark("admitted")
         async with self.admission.slot() as hold:
-            yield
-            # A completed request tells admission how soon a slot's first token comes.
-            hold.first_token = timeline.at("first_token")
+            yield hold
 
     async def generate(
-        self, request: GenerationRequest, timeline: Timeline
+        self, request: GenerationRequest, timeline: Timeline, hold: Hold
     ) -> AsyncGenerator[GenerationEvent, None]:
-        """Engine events for a request that already holds an admission slot; marks the timeline."""
+        """Engine events for a request that holds ``hold``, an admission slot; marks the
+        timeline and tells admission when the first token came."""
         try:
             async with aclosing(self.engine.generate(request)) as events:
                 async for event in events:
@@ -236,6 +235,8 @@ class Runtime:
                         timeline.mark_engine(event.timings)
                         timeline.finished(event.usage, event.finish_reason)
                         timeline.routed(event.routed)
+                    else:
+                        self.admission.first_token(hold)
                     yield event
         except KefuError as exc:
             timeline.outcome.error = exc.code

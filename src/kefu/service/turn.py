@@ -23,6 +23,7 @@ from kefu.errors import (
     Overloaded,
     QueueFull,
     QueueTimeout,
+    Unavailable,
     UpstreamError,
 )
 from kefu.fastpath.router import Routing
@@ -155,7 +156,12 @@ async def run_turn(
             scope = fast_path.scope(tenant)
             # The router counts a message that says so itself; a repeat only we can see.
             failures = earlier_failures(stored) + repeated
-            plan = await fast_path.plan(read, scope=scope, failures=failures)
+            # A message the engine could not take now gets no second look: it would spend
+            # 20-70 ms of a core, shared with the decoding, before the same refusal.
+            engine_free = runtime.admission.refusal() is None
+            plan = await fast_path.plan(
+                read, scope=scope, failures=failures, second_look=engine_free
+            )
         timeline.mark("routed")
         # aclosing: a client that leaves closes this generator, and the inner one must
         # run its finally (free the engine slot, store the turn) now, not at GC.
@@ -173,6 +179,12 @@ async def run_turn(
             return
 
         runtime.check_ready()
+        try:
+            # Before the memory is read and the prompt built: a refusal costs a millisecond.
+            runtime.admission.check()
+        except (Overloaded, QueueFull) as exc:
+            yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
+            return
         memory = None
         if settings.memory == "summary" and not is_new:
             memory = await runtime.store.load_memory(session_id)
@@ -203,19 +215,30 @@ async def run_turn(
         except (Overloaded, QueueFull, QueueTimeout) as exc:
             if started:
                 raise
-            # Refused before the reply began: a shop's "busy" answer, and nothing stored.
-            timeline.outcome.error = exc.code
-            yield busy_answer(
-                exc=exc,
-                session_id=None if is_new else session_id,
-                lang=read.lang,
-                passages=plan.passages if plan is not None else (),
-                agents=runtime.handoff_hours(read.lang),
-            )
+            yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
             return
         finally:
             if settings.memory == "summary" and started:
                 runtime.memory.turn_ended(session_id, turn_number, covered)
+
+
+def _busy(
+    runtime: Runtime,
+    exc: Unavailable,
+    session_id: str | None,
+    lang: str,
+    plan: Plan | None,
+    timeline: Timeline,
+) -> TurnBusy:
+    """Refused before the reply began: a shop's "busy" answer, and nothing stored."""
+    timeline.outcome.error = exc.code
+    return busy_answer(
+        exc=exc,
+        session_id=session_id,
+        lang=lang,
+        passages=plan.passages if plan is not None else (),
+        agents=runtime.handoff_hours(lang),
+    )
 
 
 def max_unsummarised(window: int, every: int) -> int:
@@ -345,14 +368,14 @@ async def _answer_by_llm(
         request_id=session_id,
         routing_key=session_id,
     )
-    async with runtime.admitted(timeline):
+    async with runtime.admitted(timeline) as hold:
         yield TurnStarted(session_id)
         parts: list[str] = []
         outcome = "cancelled"
         stored = False
         try:
             finished: Finished | None = None
-            async with aclosing(runtime.generate(request, timeline)) as events:
+            async with aclosing(runtime.generate(request, timeline, hold)) as events:
                 async for event in events:
                     if isinstance(event, Finished):
                         finished = event

@@ -117,6 +117,7 @@ def usage_info(usage: Usage) -> UsageInfo:
 async def create_completion(
     runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
 ) -> ChatCompletion:
+    runtime.admission.check()  # before the prompt is counted: a refusal costs ~nothing
     completion_id = new_completion_id()
     generation = await checked_request(runtime, request, completion_id)
     timeline.outcome.tier = "llm"
@@ -124,8 +125,8 @@ async def create_completion(
     parts: list[str] = []
     finished: Finished | None = None
     async with (
-        runtime.admitted(timeline),
-        aclosing(runtime.generate(generation, timeline)) as events,
+        runtime.admitted(timeline) as hold,
+        aclosing(runtime.generate(generation, timeline, hold)) as events,
     ):
         async for event in events:
             if isinstance(event, TokenDelta):
@@ -156,6 +157,7 @@ async def stream_completion(
 
     Admission happens before the first chunk, so a full queue is still a 503.
     """
+    runtime.admission.check()  # before the prompt is counted: a refusal costs ~nothing
     completion_id = new_completion_id()
     generation = await checked_request(runtime, request, completion_id)
     timeline.outcome.tier = "llm"
@@ -171,9 +173,9 @@ async def stream_completion(
             choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
         )
 
-    async with runtime.admitted(timeline):
+    async with runtime.admitted(timeline) as hold:
         yield chunk(Delta(role="assistant", content=""))
-        async with aclosing(runtime.generate(generation, timeline)) as events:
+        async with aclosing(runtime.generate(generation, timeline, hold)) as events:
             async for event in events:
                 if isinstance(event, TokenDelta):
                     yield chunk(Delta(content=event.text))
