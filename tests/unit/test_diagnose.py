@@ -297,3 +297,13 @@ def test_as_dict_is_json() -> None:
     assert data["samples"] == 100
     assert {"check": "queue", "status": "fail"}.items() <= data["findings"][2].items()
     assert all(set(f) == {"check", "status", "message"} for f in data["findings"])
+
+
+def test_every_request_error_is_the_callers_not_the_servers() -> None:
+    """A slow body (408) or another agent's claim (409) is the caller's, as a 404 is: the
+    codes come from the error hierarchy, so a new RequestError is never a server error."""
+    codes = {"request_timeout": 3, "session_conflict": 2, "not_found": 1}
+    verdict = diagnose(healthy(errors_by_code=codes, errors=6))
+    errors = the(verdict, "errors")
+    assert errors.status == "ok"
+    assert errors.message.startswith("only client errors")

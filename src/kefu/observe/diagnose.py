@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from kefu.errors import Overloaded, QueueFull, QueueTimeout
+from kefu.errors import KefuError, Overloaded, QueueFull, QueueTimeout, RequestError
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -32,17 +32,15 @@ REDIS_SLOW_MS = 10
 REDIS_STAGE_SHARE = 0.2
 REDIS_STAGES = ("auth", "limits", "session")
 MIN_PER_TURN = 3
-# The caller's mistakes: reported, but they say nothing about the server's health.
-CLIENT_ERROR_CODES = {
-    "invalid_request",
-    "context_length_exceeded",
-    "payload_too_large",
-    "not_found",
-    "session_busy",
-    "unauthenticated",
-    "forbidden",
-    "rate_limited",
-}
+
+
+def _codes(base: type[KefuError]) -> set[str]:
+    return {base.code}.union(*(_codes(sub) for sub in base.__subclasses__()))
+
+
+# The caller's mistakes (every RequestError, 4xx): reported, but they say nothing about the
+# server's health.
+CLIENT_ERROR_CODES = _codes(RequestError)
 # Admission's capacity refusals: 503s by design, not faults. (queue_timeout, its third,
 # is judged with the timeouts.)
 REFUSAL_CODES = {Overloaded.code, QueueFull.code}

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.router import Routing
 from kefu.service.plan import Plan
-from kefu.text.words import language
 
 WAITING = Routing(
     intent="handoff", confidence=1.0, margin=1.0, candidates=(), reason="waiting for an agent"
@@ -19,9 +18,9 @@ def availability(hours: ServiceHours, lang: str = "en") -> tuple[bool, str]:
     return hours.is_open(datetime.now(UTC)), hours.describe(lang)
 
 
-def waiting_plan(message: str, hours: ServiceHours) -> Plan:
-    """The bot stays out of a conversation a human owns; it only says the message arrived."""
-    lang = language(message)
+def waiting_plan(lang: str, hours: ServiceHours) -> Plan:
+    """The bot stays out of a conversation a human owns; it only says the message arrived
+    (in ``lang``, the language the turn read in the customer's message)."""
     is_open, when = availability(hours, lang)
     if lang == "zh":
         reply = (

@@ -170,8 +170,8 @@ class Runtime:
         if cached is not None and self.replication is not None:
             await self.replication.answer_cached(scope, message, reply, vector, sources)
 
-    def handoff_waiting(self, message: str) -> Plan:
-        return waiting_plan(message, self.hours)
+    def handoff_waiting(self, lang: str) -> Plan:
+        return waiting_plan(lang, self.hours)
 
     def handoff_hours(self, lang: str = "en") -> tuple[bool, str]:
         return availability(self.hours, lang)

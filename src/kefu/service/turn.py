@@ -151,7 +151,7 @@ async def run_turn(
 
         plan: Plan | None = None
         if session is not None and session.state == "handoff":
-            plan = runtime.handoff_waiting(message)
+            plan = runtime.handoff_waiting(read.lang)
         elif fast_path is not None:
             scope = fast_path.scope(tenant)
             # The router counts a message that says so itself; a repeat only we can see.
