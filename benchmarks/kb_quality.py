@@ -182,8 +182,9 @@ def report(result: Result, model: E5Transformer, promised: float) -> dict[str, A
     expected = result.calibration
     print(
         f"  kefu      coverage {coverage:6.1%}  precision {precision:6.1%}  "
-        f"(promised {promised:.0%}; calibration expected {expected.get('expected_precision')}"
-        f" at coverage {expected.get('expected_coverage')})  served {served}, right {right}"
+        f"(promised {promised:.0%}; on the probes {expected.get('expected_precision')}"
+        f" at coverage {expected.get('expected_coverage')}; on other KBs' customers "
+        f"{expected.get('measured_elsewhere')})  served {served}, right {right}"
     )
     for kind in ("paraphrase", "near_miss", "out_of_scope"):
         for lang in sorted({row.lang for row in result.rows}):
@@ -203,7 +204,7 @@ def report(result: Result, model: E5Transformer, promised: float) -> dict[str, A
         f"{peer_95:6.1%} at >= {promised:.0%} (cos >= {t95:.3f})"
     )
     print(f"  ratio kefu / peer at kefu's precision: {ratio:.2f}x")
-    print("  expected curve (calibration):  promised  precision  coverage")
+    print("  expected curve (probes):       promised  precision  coverage")
     for t, point in zip(
         (0.8, 0.85, 0.9, 0.95, 0.97, 0.99), result.calibration["curve"], strict=False
     ):

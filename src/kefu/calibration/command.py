@@ -41,12 +41,14 @@ def register(
     calibrate = kb.add_parser(
         "calibrate",
         parents=list(parents),
-        help="fit the fast path's decision to the knowledge base and print its curve",
+        help="measure the fast path's decision on the knowledge base and print its curve",
         description="Run the calibration probes (held-out questions, the answers' own first "
         "sentences, questions of a removed answer, perturbed questions, generic "
-        "out-of-scope messages) through both looks, fit the decision, and store it in "
+        "out-of-scope messages) through both looks, measure the decision (the shipped "
+        "prior's P(right) against --faq-precision) on them, and store it in "
         f"DATA_DIR/{CALIBRATION_FILE}, where a running server picks it up. Prints the "
-        "expected precision and coverage at several promised precisions.",
+        "expected precision and coverage at several promised precisions, and what the "
+        "prior kept on customers' wording of other knowledge bases.",
     )
     calibrate.add_argument(
         "--faq-precision",
@@ -150,11 +152,20 @@ def run_stats(args: argparse.Namespace, kb: KnowledgeBase, data_dir: Path) -> in
 def _describe(calibration: Calibration) -> str:
     point = calibration.point
     lines = [
-        f"operating point at --faq-precision {calibration.target:.2f}: expected precision "
-        f"{point.precision:.3f}, coverage {point.coverage:.3f} "
-        f"(thresholds {_threshold(point.first)} / {_threshold(point.second)})",
+        f"operating point at --faq-precision {calibration.target:.2f}: served where the "
+        f"prior's P(right) >= {calibration.target:.2f}; expected precision "
+        f"{point.precision:.3f}, coverage {point.coverage:.3f} on this knowledge base's "
+        "probes (easier than customers' wording)",
+    ]
+    if calibration.elsewhere:
+        lines.append(
+            "on customers' wording of knowledge bases the prior was not fitted on: precision "
+            f"{calibration.elsewhere['precision']:.3f}, coverage "
+            f"{calibration.elsewhere['coverage']:.3f}"
+        )
+    lines += [
         "probes: " + ", ".join(f"{kind} {n}" for kind, n in sorted(calibration.probes.items())),
-        "expected curve:",
+        "expected curve (probes):",
         f"  {'promised':>8}  {'precision':>9}  {'coverage':>8}  {'served':>6}",
     ]
     lines += [_row(target, p) for target, p in zip(CURVE_TARGETS, calibration.curve, strict=False)]
@@ -163,7 +174,3 @@ def _describe(calibration: Calibration) -> str:
 
 def _row(target: float, point: Point) -> str:
     return f"  {target:8.2f}  {point.precision:9.3f}  {point.coverage:8.3f}  {point.served:6d}"
-
-
-def _threshold(value: float) -> str:
-    return "never" if value > 1 else f"{value:.3f}"

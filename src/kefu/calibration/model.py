@@ -1,6 +1,8 @@
-"""The fast path's decision as a fitted model: two logistic regressions (the first
-look's retrieval features, the second look's) and the pair of thresholds that serves
-the most right answers while the calibration probes' precision stays at the target.
+"""The fast path's decision as a model: two logistic regressions (the first look's
+retrieval features, the second look's) giving P(right), served where it reaches the
+precision the operator promised. The weights are the shipped prior
+(``calibration/prior.py``), fitted on customers' wording; a knowledge base's probes
+measure what that decision does on its own entries.
 
 Plain numpy (Newton's method on an L2-penalised log-loss): a few hundred probes and
 half a dozen features fit in milliseconds, and the result is a handful of numbers
@@ -23,12 +25,11 @@ Floats = npt.NDArray[np.float64]
 # probes perfectly (an objection of the guard) from an infinite weight.
 PENALTY = 1.0
 NEWTON_STEPS = 25
-# Thresholds tried per stage: the probes' probabilities at these quantiles.
-THRESHOLD_GRID = 60
 # The curve printed by ``kefu kb calibrate`` and shown by ``kefu kb stats``.
 CURVE_TARGETS = (0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
-NEVER = 2.0  # a threshold no probability reaches
 CALIBRATION_FILE = "calibration.json"  # in the data dir, beside knowledge.db
+# How the decision was made: a stored calibration of another method is fitted again.
+METHOD = "prior-1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,38 +94,17 @@ class Stage:
     right: npt.NDArray[np.bool_]
 
 
-def operating_point(first: Stage, second: Stage | None, answerable: int, target: float) -> Point:
-    """The thresholds serving the most right answers at a precision of at least
-    ``target`` on the probes: the second look answers what the first declined."""
-    best = Point(NEVER, NEVER, 1.0, 0.0, 0)
-    for t1 in _grid(first.probability):
-        by_first = first.probability >= t1
-        served1 = int(by_first.sum())
-        right1 = int((by_first & first.right).sum())
-        if second is None:
-            options = [(NEVER, 0, 0)]
-        else:
-            left = ~by_first
-            options = []
-            for t2 in _grid(second.probability[left]):
-                by_second = left & (second.probability >= t2)
-                options.append((t2, int(by_second.sum()), int((by_second & second.right).sum())))
-        for t2, served2, right2 in options:
-            served, right = served1 + served2, right1 + right2
-            if served == 0:
-                continue
-            precision = right / served
-            if precision >= target and right / max(answerable, 1) > best.coverage:
-                best = Point(t1, t2, precision, right / max(answerable, 1), served)
-    return best
-
-
-def _grid(probabilities: Floats) -> list[float]:
-    probabilities = probabilities[probabilities >= 0]  # -1: the look had no candidate
-    if not len(probabilities):
-        return [NEVER]
-    quantiles = np.quantile(probabilities, np.linspace(0, 1, THRESHOLD_GRID))
-    return sorted({float(q) for q in quantiles} | {NEVER})
+def point_at(first: Stage, second: Stage | None, answerable: int, target: float) -> Point:
+    """What serving at ``target`` does on these messages: the first look's answer where
+    its probability reaches the target, else the second look's where its does."""
+    by_first = first.probability >= target
+    served, right = int(by_first.sum()), int((by_first & first.right).sum())
+    if second is not None:
+        by_second = ~by_first & (second.probability >= target)
+        served += int(by_second.sum())
+        right += int((by_second & second.right).sum())
+    precision = right / served if served else 1.0
+    return Point(target, target, precision, right / max(answerable, 1), served)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +119,11 @@ class Calibration:
     point: Point
     curve: tuple[Point, ...]  # the operating point at each of ``CURVE_TARGETS``
     probes: dict[str, int] = field(default_factory=dict)  # how many of each kind
+    # What the prior kept at this target on customers' wording of knowledge bases it
+    # was not fitted on (precision, coverage): the expectation for real traffic, where
+    # ``point`` is the probes'.
+    elsewhere: dict[str, float] = field(default_factory=dict)
+    method: str = METHOD
 
     def first_serves(self, features: Sequence[float]) -> tuple[bool, float]:
         """Whether the first look's answer may be served, and its probability of being right."""
@@ -151,8 +136,11 @@ class Calibration:
         """The operating point, for ``/ready`` and ``kefu kb stats``."""
         return {
             "target_precision": self.target,
+            # On this knowledge base's probes (optimistic: easier than customers).
             "expected_precision": round(self.point.precision, 4),
             "expected_coverage": round(self.point.coverage, 4),
+            # On customers' wording of other knowledge bases (leave one out).
+            "measured_elsewhere": self.elsewhere,
             "probes": self.probes,
             # Which state of the knowledge base it was fitted to: a change is calibrated
             # once /ready shows the new one.
@@ -169,15 +157,18 @@ class Calibration:
         """None when there is none, or it cannot be read (it is fitted again)."""
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
+            if raw.get("method") != METHOD:
+                return None
             first, second = raw["first"], raw["second"]
             return cls(
                 fingerprint=raw["fingerprint"],
                 target=raw["target"],
-                first=None if first is None else _logistic(first),
-                second=None if second is None else _logistic(second),
+                first=None if first is None else logistic(first),
+                second=None if second is None else logistic(second),
                 point=Point(**raw["point"]),
                 curve=tuple(Point(**point) for point in raw["curve"]),
                 probes=raw.get("probes", {}),
+                elsewhere=raw.get("elsewhere", {}),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -192,7 +183,7 @@ def _serves(
     return p >= threshold, p
 
 
-def _logistic(raw: dict[str, object]) -> Logistic:
+def logistic(raw: dict[str, object]) -> Logistic:
     return Logistic(
         means=tuple(raw["means"]),  # type: ignore[arg-type]
         scales=tuple(raw["scales"]),  # type: ignore[arg-type]

@@ -1,4 +1,5 @@
-"""The messages the decision is calibrated on, made from the knowledge base itself.
+"""The messages the decision is measured on, made from the knowledge base itself (its
+weights are the prior's, fitted on customers' wording: ``calibration/prior.py``).
 
 A shop brings its FAQ, not its customers' messages, so the probes are what the entries
 can stand in for:

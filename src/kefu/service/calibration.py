@@ -5,8 +5,9 @@ After the knowledge base changes (an import, a removal, a file the ``kefu kb``
 commands wrote), once the second look has embedded the new questions, the probes
 (``calibration/probes.py``) go through both looks in small chunks: their e5 passes on
 the second look's thread, their searches under the knowledge-base lock, a chunk at a
-time, so customers' messages are served between chunks. Until the first calibration
-of a data dir is fitted, the router's fixed thresholds decide; after a change, the
+time, so customers' messages are served between chunks; they measure the shipped
+prior's decision on this knowledge base (``calibration/fit.py``). Until the first
+calibration of a data dir is done, the router's fixed thresholds decide; after a change, the
 last calibration decides until the next is ready. ``kefu kb calibrate`` writes the
 same file; the server reads it when it changes.
 """

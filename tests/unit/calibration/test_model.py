@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kefu.calibration.model import NEVER, Calibration, Logistic, Point, Stage, operating_point
+from kefu.calibration.model import Calibration, Logistic, Point, Stage, point_at
+from kefu.calibration.prior import load_prior
 
 
 def test_a_logistic_model_learns_which_side_is_right() -> None:
@@ -20,32 +21,25 @@ def test_a_logistic_model_learns_which_side_is_right() -> None:
     assert abs(model.weights[0]) > 5 * abs(model.weights[1])
 
 
-def test_the_operating_point_serves_the_most_at_the_target_precision() -> None:
-    # First look: three right at 0.9, one wrong at 0.8; second look: what the first
-    # declines, one right at 0.7 and one wrong at 0.6.
-    first = Stage(np.array([0.9, 0.9, 0.9, 0.8, -1.0, -1.0]), np.array([1, 1, 1, 0, 0, 0], bool))
-    second = Stage(np.array([0.5, 0.5, 0.5, 0.5, 0.7, 0.6]), np.array([1, 1, 1, 0, 1, 0], bool))
-    point = operating_point(first, second, answerable=5, target=0.95)
-    assert point.precision == 1.0
-    assert point.coverage == 4 / 5  # 0.9s by the first look, the 0.7 by the second
-    assert 0.8 < point.first <= 0.9
-    assert 0.6 < point.second <= 0.7
-    loose = operating_point(first, second, answerable=5, target=0.6)
-    assert loose.served == 6
-    assert loose.precision == 4 / 6
-
-
-def test_a_target_no_threshold_reaches_serves_nothing() -> None:
-    # The most probable candidate is wrong: any threshold that serves serves it.
-    stage = Stage(np.array([0.9, 0.8]), np.array([False, True]))
-    point = operating_point(stage, None, answerable=1, target=0.99)
-    assert (point.first, point.served, point.coverage) == (NEVER, 0, 0.0)
+def test_the_operating_point_serves_where_p_reaches_the_target() -> None:
+    # First look: three right at 0.97, one wrong at 0.9; second look: what the first
+    # declines, one right at 0.96 and one wrong at 0.6.
+    first = Stage(np.array([0.97, 0.97, 0.97, 0.9, -1.0, -1.0]), np.array([1, 1, 1, 0, 0, 0], bool))
+    second = Stage(np.array([0.5, 0.5, 0.5, 0.5, 0.96, 0.6]), np.array([1, 1, 1, 0, 1, 0], bool))
+    point = point_at(first, second, answerable=5, target=0.95)
+    assert (point.first, point.second) == (0.95, 0.95)
+    assert (point.served, point.precision, point.coverage) == (4, 1.0, 4 / 5)
+    loose = point_at(first, second, answerable=5, target=0.55)
+    assert (loose.served, loose.precision) == (6, 4 / 6)
+    never = point_at(first, second, answerable=5, target=0.99)
+    assert (never.served, never.precision, never.coverage) == (0, 1.0, 0.0)
 
 
 def test_a_calibration_is_stored_and_read_back(tmp_path: Path) -> None:
     model = Logistic((0.5,), (0.2,), (3.0,), -1.0)
-    point = Point(0.7, NEVER, 0.96, 0.5, 10)
-    calibration = Calibration("abc", 0.95, model, None, point, (point,), {"reworded": 3})
+    point = Point(0.7, 0.7, 0.96, 0.5, 10)
+    elsewhere = {"precision": 0.95, "coverage": 0.3}
+    calibration = Calibration("abc", 0.95, model, None, point, (point,), {"reworded": 3}, elsewhere)
     path = tmp_path / "calibration.json"
     calibration.save(path)
     assert Calibration.load(path) == calibration
@@ -54,3 +48,26 @@ def test_a_calibration_is_stored_and_read_back(tmp_path: Path) -> None:
     path.write_text("{torn", encoding="utf-8")
     assert Calibration.load(path) is None
     assert Calibration.load(tmp_path / "missing.json") is None
+
+
+def test_a_calibration_of_another_method_is_fitted_again(tmp_path: Path) -> None:
+    path = tmp_path / "calibration.json"
+    model = Logistic((0.5,), (0.2,), (3.0,), -1.0)
+    point = Point(0.7, 0.7, 0.96, 0.5, 10)
+    Calibration("abc", 0.95, model, model, point, (point,), method="probes-0").save(path)
+    assert Calibration.load(path) is None
+
+
+def test_the_shipped_prior_weighs_the_looks_and_says_what_it_kept_elsewhere() -> None:
+    prior = load_prior()
+    assert len(prior.first.weights) == 9  # score, lead, lexical, dense + 5 findings
+    assert len(prior.second.weights) == 8  # cosine, lead, lead over passages + 5
+    assert "dev.csv" in prior.fitted_on
+    at_95 = prior.measured_elsewhere(0.95)
+    assert at_95 is not None
+    assert 0.9 <= at_95.precision <= 1.0
+    assert 0 < at_95.coverage < 1
+    assert prior.measured_elsewhere(0.123) is None
+    # A higher promised precision never serves more.
+    served = [point.served for point in prior.elsewhere]
+    assert served == sorted(served, reverse=True)
