@@ -29,7 +29,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -56,6 +58,9 @@ GENERAL = (
     "Write one sentence about autumn evenings at home.",
 )
 ADMISSION_CODES = ("overloaded", "queue_full", "queue_timeout")
+# The /stats window keeps 15 minutes of answered requests (observe/window.py): the
+# bounded structure slowest to fill, so RSS rises that long at any steady rate.
+WINDOW_FILL_MINUTES = 15.0
 
 
 @dataclass
@@ -236,33 +241,54 @@ async def lag_probe(url: str, stop: float, lags: list[float]) -> None:
 
 
 async def sampler(
-    pid: int, data_dir: Path, soak: Soak, stop: float, every: float, lags: list[float]
+    pid: int,
+    data_dir: Path,
+    soak: Soak,
+    stop: float,
+    every: float,
+    lags: list[float],
+    trace_after: float | None,
 ) -> None:
     started = time.monotonic()
     while True:
         await asyncio.sleep(every)
+        if trace_after is not None and time.monotonic() - started >= trace_after:
+            os.kill(pid, signal.SIGUSR1)  # traced_serve.py: a snapshot (the first: baseline)
         rss, threads = proc_status(pid)
         window, lags[:] = list(lags), []
         requests, errors, busy = soak.total()
-        soak.samples.append(
-            Sample(
-                at_s=round(time.monotonic() - started, 1),
-                requests=requests,
-                errors=errors,
-                busy=busy,
-                rss_mib=round(rss, 1),
-                fds=open_fds(pid),
-                threads=threads,
-                sqlite_mib=round(sqlite_mib(data_dir), 2),
-                lag_p50_ms=round(percentile(window, 50), 1),
-                lag_p99_ms=round(percentile(window, 99), 1),
-            )
+        sample = Sample(
+            at_s=round(time.monotonic() - started, 1),
+            requests=requests,
+            errors=errors,
+            busy=busy,
+            rss_mib=round(rss, 1),
+            fds=open_fds(pid),
+            threads=threads,
+            sqlite_mib=round(sqlite_mib(data_dir), 2),
+            lag_p50_ms=round(percentile(window, 50), 1),
+            lag_p99_ms=round(percentile(window, 99), 1),
         )
+        soak.samples.append(sample)
+        print(row(sample), flush=True)  # as it comes: a run cut short keeps its table
         if time.monotonic() >= stop:
             return
 
 
-async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace) -> Soak:
+def row(s: Sample) -> str:
+    return (
+        f"{s.at_s:6.0f} {s.requests:6} {s.errors:6} {s.busy:5} {s.rss_mib:8.1f} {s.fds:4} "
+        f"{s.threads:7} {s.sqlite_mib:10.2f} {s.lag_p50_ms:7.1f} {s.lag_p99_ms:7.1f}"
+    )
+
+
+HEADER = (
+    f"{'t (s)':>6} {'reqs':>6} {'errors':>6} {'busy':>5} {'RSS MiB':>8} {'fds':>4} "
+    f"{'threads':>7} {'SQLite MiB':>10} {'lag p50':>7} {'lag p99':>7}"
+)
+
+
+async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace, warmup: float) -> Soak:
     soak = Soak(minutes=args.minutes)
     stop = time.monotonic() + args.minutes * 60
     rng = random.Random(args.seed)
@@ -273,9 +299,10 @@ async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace) -> S
         work = [traffic.conversations("fast", FAQ, stop) for _ in range(args.fast_clients)]
         work += [traffic.conversations("llm", GENERAL, stop) for _ in range(args.llm_clients)]
         work += [traffic.leavers(stop), traffic.v1(stop), traffic.kb_imports(stop)]
-        sample = sampler(pid, data_dir, soak, stop, args.sample_seconds, lags)
+        trace_after = warmup * 60 if args.tracemalloc is not None else None
+        sample = sampler(pid, data_dir, soak, stop, args.sample_seconds, lags, trace_after)
         await asyncio.gather(*work, lag_probe(url, stop, lags), sample)
-    steady = soak.samples[1:] or soak.samples
+    steady = [s for s in soak.samples if s.at_s >= warmup * 60] or soak.samples
     soak.rss_slope_mib_per_10min = round(slope_per_10min([(s.at_s, s.rss_mib) for s in steady]), 2)
     soak.fds_slope_per_10min = round(slope_per_10min([(s.at_s, s.fds) for s in steady]), 2)
     soak.threads_max = max(s.threads for s in soak.samples)
@@ -292,24 +319,42 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48, help="/chat reply cap")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the samples here")
+    parser.add_argument(
+        "--warmup-minutes",
+        type=float,
+        help="samples before this are not in the slopes (default: half the run, at most 15 "
+        "min, the span of the /stats window, the slowest bounded structure to fill)",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="run the server under tracemalloc (traced_serve.py): a snapshot per sample "
+        "from the warm-up's end on, the growth since the first written to DIR",
+    )
     args = parser.parse_args()
+    warmup = args.warmup_minutes
+    if warmup is None:
+        warmup = min(WINDOW_FILL_MINUTES, args.minutes / 2)
     flags = ["--auth", "none", "--max-tokens", str(args.max_tokens), "--threads", "2"]
+    launcher: tuple[str, ...] = ("-m", "kefu")
+    if args.tracemalloc is not None:
+        launcher = (str(Path(__file__).with_name("traced_serve.py")), str(args.tracemalloc))
     with (
         tempfile.TemporaryDirectory(prefix="kefu-soak-") as tmp,
-        kefu_process(*flags, data_dir=Path(tmp), ready_timeout=300) as (url, process),
+        kefu_process(*flags, data_dir=Path(tmp), ready_timeout=300, launcher=launcher) as (
+            url,
+            process,
+        ),
     ):
-        soak = asyncio.run(run(url, process.pid, Path(tmp), args))
-    requests, errors, busy = soak.total()
-    print(f"soak: {args.minutes:g} min of mixed traffic, sampled every {args.sample_seconds:g} s")
-    print(
-        f"{'t (s)':>6} {'reqs':>6} {'errors':>6} {'busy':>5} {'RSS MiB':>8} {'fds':>4} "
-        f"{'threads':>7} {'SQLite MiB':>10} {'lag p50':>7} {'lag p99':>7}"
-    )
-    for s in soak.samples:
         print(
-            f"{s.at_s:6.0f} {s.requests:6} {s.errors:6} {s.busy:5} {s.rss_mib:8.1f} {s.fds:4} "
-            f"{s.threads:7} {s.sqlite_mib:10.2f} {s.lag_p50_ms:7.1f} {s.lag_p99_ms:7.1f}"
+            f"soak: {args.minutes:g} min of mixed traffic, sampled every "
+            f"{args.sample_seconds:g} s, slopes after {warmup:g} min of warm-up",
+            flush=True,
         )
+        print(HEADER, flush=True)
+        soak = asyncio.run(run(url, process.pid, Path(tmp), args, warmup))
+    requests, errors, busy = soak.total()
     print(
         f"after warm-up: RSS slope {soak.rss_slope_mib_per_10min:+.2f} MiB/10 min, fds slope "
         f"{soak.fds_slope_per_10min:+.2f}/10 min (largest rise {soak.fds_after_warmup_max_rise})"
