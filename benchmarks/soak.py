@@ -1,7 +1,13 @@
 """Soak (issue 23 item 5): --minutes of mixed traffic against `kefu serve` on the real
 model, sampling the server every --sample-seconds: RSS, open file descriptors, threads,
-the SQLite files' size, and event-loop lag; printed as a table with the slopes after
-warm-up (the first sample).
+the SQLite files' size, and event-loop lag; each row printed as it is taken (a run cut
+short keeps its table), then the slopes after warm-up.
+
+Warm-up: half the run, at most 15 minutes (--warmup-minutes). The /stats window keeps 15
+minutes of answered requests (about 1 KB each), so RSS rises that long at any steady rate
+by design; a slope fitted from the first minute on (this script's first version) counted
+that as growth. A 10-minute run fits minutes 5-10, whose window is still filling: only a
+run past 15 minutes of warm-up measures the steady state alone.
 
 Traffic, all at once, each kind from its own clients:
   fast      /chat conversations of FAQ questions (the fast path answers), then DELETE
@@ -21,6 +27,7 @@ error other than admission 503s. A few minutes cannot show a slope that small ag
 noise; the figure printed is what was measured.
 
     .venv/bin/python benchmarks/soak.py --minutes 30 [--sample-seconds 60] [--json out.json]
+        [--tracemalloc DIR]   (the server under tracemalloc: what grew, see traced_serve.py)
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class Sample:
 @dataclass
 class Soak:
     minutes: float
+    warmup_minutes: float
     samples: list[Sample] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)  # by kind
     errors: Counter[str] = field(default_factory=Counter)  # "kind status code"
@@ -289,7 +297,7 @@ HEADER = (
 
 
 async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace, warmup: float) -> Soak:
-    soak = Soak(minutes=args.minutes)
+    soak = Soak(minutes=args.minutes, warmup_minutes=warmup)
     stop = time.monotonic() + args.minutes * 60
     rng = random.Random(args.seed)
     lags: list[float] = []
@@ -333,6 +341,9 @@ def main() -> None:
         "from the warm-up's end on, the growth since the first written to DIR",
     )
     args = parser.parse_args()
+    # `timeout` sends SIGTERM: exit through the `with` below, which stops the server
+    # (by default Python dies at once and leaves it running).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     warmup = args.warmup_minutes
     if warmup is None:
         warmup = min(WINDOW_FILL_MINUTES, args.minutes / 2)
@@ -342,7 +353,7 @@ def main() -> None:
         launcher = (str(Path(__file__).with_name("traced_serve.py")), str(args.tracemalloc))
     with (
         tempfile.TemporaryDirectory(prefix="kefu-soak-") as tmp,
-        kefu_process(*flags, data_dir=Path(tmp), ready_timeout=300, launcher=launcher) as (
+        kefu_process(*flags, data_dir=Path(tmp), ready_timeout=600, launcher=launcher) as (
             url,
             process,
         ),
