@@ -68,6 +68,7 @@ ADMISSION_CODES = ("overloaded", "queue_full", "queue_timeout")
 # The /stats window keeps 15 minutes of answered requests (observe/window.py): the
 # bounded structure slowest to fill, so RSS rises that long at any steady rate.
 WINDOW_FILL_MINUTES = 15.0
+DRAIN_SECONDS = 30.0
 
 
 @dataclass
@@ -96,6 +97,7 @@ class Soak:
     fds_slope_per_10min: float = 0.0
     threads_max: int = 0
     fds_after_warmup_max_rise: int = 0
+    cut_at_end: int = 0  # clients still waiting for an answer DRAIN_SECONDS after the end
 
     def total(self) -> tuple[int, int, int]:
         return sum(self.requests.values()), sum(self.errors.values()), sum(self.busy.values())
@@ -138,6 +140,11 @@ class Traffic:
         self.soak = soak
         self.rng = rng
 
+    def error(self, key: str) -> None:
+        if key not in self.soak.errors:  # as it comes: a run cut short still says what
+            print(f"first error: {key}", flush=True)
+        self.soak.errors[key] += 1
+
     def account(self, kind: str, response: httpx.Response, body: bytes) -> bool:
         """Count the answer; True when it was a success."""
         self.soak.requests[kind] += 1
@@ -147,7 +154,7 @@ class Traffic:
         if response.status_code == 503 and code in ADMISSION_CODES:
             self.soak.busy[code] += 1
         else:
-            self.soak.errors[f"{kind} {response.status_code} {code}"] += 1
+            self.error(f"{kind} {response.status_code} {code}")
         return False
 
     async def chat_turn(
@@ -172,10 +179,10 @@ class Traffic:
                         elif event == "token" and leave:
                             break  # the customer closes the page mid-reply
                         elif event == "error":
-                            self.soak.errors[f"{kind} error-event {data['error']['code']}"] += 1
+                            self.error(f"{kind} error-event {data['error']['code']}")
                 self.soak.requests[kind] += 1
         except httpx.HTTPError as exc:
-            self.soak.errors[f"{kind} {type(exc).__name__}"] += 1
+            self.error(f"{kind} {type(exc).__name__}")
         return session_id
 
     async def conversations(self, kind: str, messages: tuple[str, ...], stop: float) -> None:
@@ -209,7 +216,7 @@ class Traffic:
                 ) as response:
                     self.account("v1", response, await response.aread())
             except httpx.HTTPError as exc:
-                self.soak.errors[f"v1 {type(exc).__name__}"] += 1
+                self.error(f"v1 {type(exc).__name__}")
             await asyncio.sleep(self.rng.uniform(0.5, 2.0))
 
     async def kb_imports(self, stop: float) -> None:
@@ -308,8 +315,16 @@ async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace, warm
         work += [traffic.conversations("llm", GENERAL, stop) for _ in range(args.llm_clients)]
         work += [traffic.leavers(stop), traffic.v1(stop), traffic.kb_imports(stop)]
         trace_after = warmup * 60 if args.tracemalloc is not None else None
-        sample = sampler(pid, data_dir, soak, stop, args.sample_seconds, lags, trace_after)
-        await asyncio.gather(*work, lag_probe(url, stop, lags), sample)
+        tasks = [asyncio.create_task(w) for w in [*work, lag_probe(url, stop, lags)]]
+        await sampler(pid, data_dir, soak, stop, args.sample_seconds, lags, trace_after)
+        # In-flight requests may finish; one still going after DRAIN_SECONDS is cut (and
+        # counted): on a loaded box the last LLM turns kept a 10-minute run going for 4
+        # more minutes, until `timeout` killed it before it printed its summary.
+        _, pending = await asyncio.wait(tasks, timeout=DRAIN_SECONDS)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        soak.cut_at_end = len(pending)
     steady = [s for s in soak.samples if s.at_s >= warmup * 60] or soak.samples
     soak.rss_slope_mib_per_10min = round(slope_per_10min([(s.at_s, s.rss_mib) for s in steady]), 2)
     soak.fds_slope_per_10min = round(slope_per_10min([(s.at_s, s.fds) for s in steady]), 2)
@@ -369,7 +384,7 @@ def main() -> None:
     print(
         f"after warm-up: RSS slope {soak.rss_slope_mib_per_10min:+.2f} MiB/10 min, fds slope "
         f"{soak.fds_slope_per_10min:+.2f}/10 min (largest rise {soak.fds_after_warmup_max_rise})"
-        f", threads at most {soak.threads_max}"
+        f", threads at most {soak.threads_max}; {soak.cut_at_end} clients cut at the end"
     )
     print(f"requests {requests} by kind {dict(soak.requests)}")
     print(f"admission 503s {busy} {dict(soak.busy)}; errors {errors} {dict(soak.errors)}")
