@@ -68,7 +68,7 @@ ADMISSION_CODES = ("overloaded", "queue_full", "queue_timeout")
 # The /stats window keeps 15 minutes of answered requests (observe/window.py): the
 # bounded structure slowest to fill, so RSS rises that long at any steady rate.
 WINDOW_FILL_MINUTES = 15.0
-DRAIN_SECONDS = 60.0
+DRAIN_SECONDS = 180.0
 
 
 @dataclass
