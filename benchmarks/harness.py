@@ -99,14 +99,18 @@ def kefu_server(*flags: str, data_dir: Path | None = None) -> Iterator[str]:
 
 @contextmanager
 def kefu_process(
-    *flags: str, data_dir: Path | None = None, ready_timeout: float = 120.0
+    *flags: str,
+    data_dir: Path | None = None,
+    ready_timeout: float = 120.0,
+    launcher: Sequence[str] = ("-m", "kefu"),
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``kefu_server``, and its process (to sample its memory, or to kill it)."""
+    """``kefu_server``, and its process (to sample its memory, or to kill it).
+    ``launcher``: what runs the ``kefu`` command line (soak.py traces it)."""
     port = free_port()
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kefu-bench-")))
-        command = [sys.executable, "-m", "kefu", "serve", "--port", str(port)]
+        command = [sys.executable, *launcher, "serve", "--port", str(port)]
         command += ["--data-dir", str(data_dir), "--log-level", "warning", *flags]
         url = f"http://127.0.0.1:{port}"
         with running(command, url + "/ready", "kefu", ready_timeout) as process:

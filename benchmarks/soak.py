@@ -1,7 +1,13 @@
 """Soak (issue 23 item 5): --minutes of mixed traffic against `kefu serve` on the real
 model, sampling the server every --sample-seconds: RSS, open file descriptors, threads,
-the SQLite files' size, and event-loop lag; printed as a table with the slopes after
-warm-up (the first sample).
+the SQLite files' size, and event-loop lag; each row printed as it is taken (a run cut
+short keeps its table), then the slopes after warm-up.
+
+Warm-up: half the run, at most 15 minutes (--warmup-minutes). The /stats window keeps 15
+minutes of answered requests (about 1 KB each), so RSS rises that long at any steady rate
+by design; a slope fitted from the first minute on (this script's first version) counted
+that as growth. A 10-minute run fits minutes 5-10, whose window is still filling: only a
+run past 15 minutes of warm-up measures the steady state alone.
 
 Traffic, all at once, each kind from its own clients:
   fast      /chat conversations of FAQ questions (the fast path answers), then DELETE
@@ -21,6 +27,7 @@ error other than admission 503s. A few minutes cannot show a slope that small ag
 noise; the figure printed is what was measured.
 
     .venv/bin/python benchmarks/soak.py --minutes 30 [--sample-seconds 60] [--json out.json]
+        [--tracemalloc DIR]   (the server under tracemalloc: what grew, see traced_serve.py)
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -57,6 +66,10 @@ GENERAL = (
     "Write one sentence about autumn evenings at home.",
 )
 ADMISSION_CODES = ("overloaded", "queue_full", "queue_timeout")
+# The /stats window keeps 15 minutes of answered requests (observe/window.py): the
+# bounded structure slowest to fill, so RSS rises that long at any steady rate.
+WINDOW_FILL_MINUTES = 15.0
+DRAIN_SECONDS = 180.0
 
 
 @dataclass
@@ -76,6 +89,7 @@ class Sample:
 @dataclass
 class Soak:
     minutes: float
+    warmup_minutes: float
     samples: list[Sample] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)  # by kind
     errors: Counter[str] = field(default_factory=Counter)  # "kind status code"
@@ -84,6 +98,7 @@ class Soak:
     fds_slope_per_10min: float = 0.0
     threads_max: int = 0
     fds_after_warmup_max_rise: int = 0
+    cut_at_end: int = 0  # clients still waiting for an answer DRAIN_SECONDS after the end
 
     def total(self) -> tuple[int, int, int]:
         return sum(self.requests.values()), sum(self.errors.values()), sum(self.busy.values())
@@ -126,6 +141,11 @@ class Traffic:
         self.soak = soak
         self.rng = rng
 
+    def error(self, key: str) -> None:
+        if key not in self.soak.errors:  # as it comes: a run cut short still says what
+            print(f"first error: {key}", flush=True)
+        self.soak.errors[key] += 1
+
     def account(self, kind: str, response: httpx.Response, body: bytes) -> bool:
         """Count the answer; True when it was a success."""
         self.soak.requests[kind] += 1
@@ -135,7 +155,7 @@ class Traffic:
         if response.status_code == 503 and code in ADMISSION_CODES:
             self.soak.busy[code] += 1
         else:
-            self.soak.errors[f"{kind} {response.status_code} {code}"] += 1
+            self.error(f"{kind} {response.status_code} {code}")
         return False
 
     async def chat_turn(
@@ -157,11 +177,10 @@ class Traffic:
                         elif event.event == "token" and leave:
                             break  # the customer closes the page mid-reply
                         elif event.event == "error":
-                            code = data["error"]["code"]
-                            self.soak.errors[f"{kind} error-event {code}"] += 1
+                            self.error(f"{kind} error-event {data['error']['code']}")
                 self.soak.requests[kind] += 1
         except httpx.HTTPError as exc:
-            self.soak.errors[f"{kind} {type(exc).__name__}"] += 1
+            self.error(f"{kind} {type(exc).__name__}")
         return session_id
 
     async def conversations(self, kind: str, messages: tuple[str, ...], stop: float) -> None:
@@ -195,7 +214,7 @@ class Traffic:
                 ) as response:
                     self.account("v1", response, await response.aread())
             except httpx.HTTPError as exc:
-                self.soak.errors[f"v1 {type(exc).__name__}"] += 1
+                self.error(f"v1 {type(exc).__name__}")
             await asyncio.sleep(self.rng.uniform(0.5, 2.0))
 
     async def kb_imports(self, stop: float) -> None:
@@ -235,34 +254,55 @@ async def lag_probe(url: str, stop: float, lags: list[float]) -> None:
 
 
 async def sampler(
-    pid: int, data_dir: Path, soak: Soak, stop: float, every: float, lags: list[float]
+    pid: int,
+    data_dir: Path,
+    soak: Soak,
+    stop: float,
+    every: float,
+    lags: list[float],
+    trace_after: float | None,
 ) -> None:
     started = time.monotonic()
     while True:
         await asyncio.sleep(every)
+        if trace_after is not None and time.monotonic() - started >= trace_after:
+            os.kill(pid, signal.SIGUSR1)  # traced_serve.py: a snapshot (the first: baseline)
         rss, threads = proc_status(pid)
         window, lags[:] = list(lags), []
         requests, errors, busy = soak.total()
-        soak.samples.append(
-            Sample(
-                at_s=round(time.monotonic() - started, 1),
-                requests=requests,
-                errors=errors,
-                busy=busy,
-                rss_mib=round(rss, 1),
-                fds=open_fds(pid),
-                threads=threads,
-                sqlite_mib=round(sqlite_mib(data_dir), 2),
-                lag_p50_ms=round(percentile(window, 50), 1),
-                lag_p99_ms=round(percentile(window, 99), 1),
-            )
+        sample = Sample(
+            at_s=round(time.monotonic() - started, 1),
+            requests=requests,
+            errors=errors,
+            busy=busy,
+            rss_mib=round(rss, 1),
+            fds=open_fds(pid),
+            threads=threads,
+            sqlite_mib=round(sqlite_mib(data_dir), 2),
+            lag_p50_ms=round(percentile(window, 50), 1),
+            lag_p99_ms=round(percentile(window, 99), 1),
         )
+        soak.samples.append(sample)
+        print(row(sample), flush=True)  # as it comes: a run cut short keeps its table
         if time.monotonic() >= stop:
             return
 
 
-async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace) -> Soak:
-    soak = Soak(minutes=args.minutes)
+def row(s: Sample) -> str:
+    return (
+        f"{s.at_s:6.0f} {s.requests:6} {s.errors:6} {s.busy:5} {s.rss_mib:8.1f} {s.fds:4} "
+        f"{s.threads:7} {s.sqlite_mib:10.2f} {s.lag_p50_ms:7.1f} {s.lag_p99_ms:7.1f}"
+    )
+
+
+HEADER = (
+    f"{'t (s)':>6} {'reqs':>6} {'errors':>6} {'busy':>5} {'RSS MiB':>8} {'fds':>4} "
+    f"{'threads':>7} {'SQLite MiB':>10} {'lag p50':>7} {'lag p99':>7}"
+)
+
+
+async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace, warmup: float) -> Soak:
+    soak = Soak(minutes=args.minutes, warmup_minutes=warmup)
     stop = time.monotonic() + args.minutes * 60
     rng = random.Random(args.seed)
     lags: list[float] = []
@@ -272,9 +312,18 @@ async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace) -> S
         work = [traffic.conversations("fast", FAQ, stop) for _ in range(args.fast_clients)]
         work += [traffic.conversations("llm", GENERAL, stop) for _ in range(args.llm_clients)]
         work += [traffic.leavers(stop), traffic.v1(stop), traffic.kb_imports(stop)]
-        sample = sampler(pid, data_dir, soak, stop, args.sample_seconds, lags)
-        await asyncio.gather(*work, lag_probe(url, stop, lags), sample)
-    steady = soak.samples[1:] or soak.samples
+        trace_after = warmup * 60 if args.tracemalloc is not None else None
+        tasks = [asyncio.create_task(w) for w in [*work, lag_probe(url, stop, lags)]]
+        await sampler(pid, data_dir, soak, stop, args.sample_seconds, lags, trace_after)
+        # In-flight requests may finish; one still going after DRAIN_SECONDS is cut (and
+        # counted): on a loaded box the last LLM turns kept a 10-minute run going for 4
+        # more minutes, until `timeout` killed it before it printed its summary.
+        _, pending = await asyncio.wait(tasks, timeout=DRAIN_SECONDS)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        soak.cut_at_end = len(pending)
+    steady = [s for s in soak.samples if s.at_s >= warmup * 60] or soak.samples
     soak.rss_slope_mib_per_10min = round(slope_per_10min([(s.at_s, s.rss_mib) for s in steady]), 2)
     soak.fds_slope_per_10min = round(slope_per_10min([(s.at_s, s.fds) for s in steady]), 2)
     soak.threads_max = max(s.threads for s in soak.samples)
@@ -291,28 +340,49 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=48, help="/chat reply cap")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the samples here")
+    parser.add_argument(
+        "--warmup-minutes",
+        type=float,
+        help="samples before this are not in the slopes (default: half the run, at most 15 "
+        "min, the span of the /stats window, the slowest bounded structure to fill)",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="run the server under tracemalloc (traced_serve.py): a snapshot per sample "
+        "from the warm-up's end on, the growth since the first written to DIR",
+    )
     args = parser.parse_args()
+    # `timeout` sends SIGTERM: exit through the `with` below, which stops the server
+    # (by default Python dies at once and leaves it running).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    warmup = args.warmup_minutes
+    if warmup is None:
+        warmup = min(WINDOW_FILL_MINUTES, args.minutes / 2)
     flags = ["--auth", "none", "--max-tokens", str(args.max_tokens), "--threads", "2"]
+    launcher: tuple[str, ...] = ("-m", "kefu")
+    if args.tracemalloc is not None:
+        launcher = (str(Path(__file__).with_name("traced_serve.py")), str(args.tracemalloc))
     with (
         tempfile.TemporaryDirectory(prefix="kefu-soak-") as tmp,
-        kefu_process(*flags, data_dir=Path(tmp), ready_timeout=300) as (url, process),
+        kefu_process(*flags, data_dir=Path(tmp), ready_timeout=600, launcher=launcher) as (
+            url,
+            process,
+        ),
     ):
-        soak = asyncio.run(run(url, process.pid, Path(tmp), args))
-    requests, errors, busy = soak.total()
-    print(f"soak: {args.minutes:g} min of mixed traffic, sampled every {args.sample_seconds:g} s")
-    print(
-        f"{'t (s)':>6} {'reqs':>6} {'errors':>6} {'busy':>5} {'RSS MiB':>8} {'fds':>4} "
-        f"{'threads':>7} {'SQLite MiB':>10} {'lag p50':>7} {'lag p99':>7}"
-    )
-    for s in soak.samples:
         print(
-            f"{s.at_s:6.0f} {s.requests:6} {s.errors:6} {s.busy:5} {s.rss_mib:8.1f} {s.fds:4} "
-            f"{s.threads:7} {s.sqlite_mib:10.2f} {s.lag_p50_ms:7.1f} {s.lag_p99_ms:7.1f}"
+            f"soak: {args.minutes:g} min of mixed traffic, sampled every "
+            f"{args.sample_seconds:g} s, slopes after {warmup:g} min of warm-up",
+            flush=True,
         )
+        print(HEADER, flush=True)
+        soak = asyncio.run(run(url, process.pid, Path(tmp), args, warmup))
+    requests, errors, busy = soak.total()
     print(
         f"after warm-up: RSS slope {soak.rss_slope_mib_per_10min:+.2f} MiB/10 min, fds slope "
         f"{soak.fds_slope_per_10min:+.2f}/10 min (largest rise {soak.fds_after_warmup_max_rise})"
-        f", threads at most {soak.threads_max}"
+        f", threads at most {soak.threads_max}; {soak.cut_at_end} clients cut at the end"
     )
     print(f"requests {requests} by kind {dict(soak.requests)}")
     print(f"admission 503s {busy} {dict(soak.busy)}; errors {errors} {dict(soak.errors)}")

@@ -29,6 +29,7 @@ from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError, StateUnavailable
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
+from kefu.heap import trim_every
 from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.second_look import E5Transformer
 from kefu.limits.admission import Admission
@@ -109,7 +110,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         await store.open()
         # Load in the background so /health answers and /ready says "loading" meanwhile.
         starts = [asyncio.create_task(runtime.start_engine())]
-        tasks = [asyncio.create_task(_sample_load(runtime))]
+        tasks = [asyncio.create_task(_sample_load(runtime)), asyncio.create_task(trim_every())]
         fast_path = None
         if settings.fast_path:
             fast_path = FastPath(

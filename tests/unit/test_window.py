@@ -275,6 +275,16 @@ def test_old_records_are_dropped_after_keep_seconds() -> None:
     assert [r.at for r in recent.records] == [now - 99, now - 1]
 
 
+def test_old_records_go_as_new_ones_come_without_a_summary() -> None:
+    # Nobody asks for /stats: the window still holds keep_seconds of records, no more,
+    # however long it runs (a soak found it growing to the count cap).
+    recent = RecentRequests(keep_seconds=100, max_records=1_000_000)
+    for i in range(10_000):  # one a second, for 100 times the window
+        recent.add(rec(START + i))
+    assert len(recent.records) == 101
+    assert recent.records[0].at == START + 10_000 - 1 - 100
+
+
 def test_load_samples_in_the_window() -> None:
     recent = RecentRequests()
     now = 10_000.0

@@ -354,6 +354,11 @@ class AnswerCache:
         self._rows.setdefault(answer.scope, Rows(len(vector))).add(answer.id, vector)
         self._lru[answer.id] = None
         heapq.heappush(self._expiry, (answer.expires_at, answer.id))
+        if len(self._expiry) > 2 * len(self._entries) + 64:
+            # Replaced and evicted ids wait in the heap until they expire (--cache-ttl, a
+            # day): under churn that is every put of the day. Rebuilt from what is held.
+            self._expiry = [(e.answer.expires_at, i) for i, e in self._entries.items()]
+            heapq.heapify(self._expiry)
 
     def _drop(self, entry_id: str) -> None:
         if self._forget(entry_id):

@@ -39,7 +39,9 @@ def spread(values: Iterable[float | None]) -> dict[str, float | None]:
 
 
 class RecentRequests:
-    """Bounded by count and age, so memory stays flat under any load."""
+    """Bounded by count and age, so memory stays flat under any load: a record goes
+    once it is ``keep_seconds`` old or ``max_records`` newer ones came (about 1 KB each),
+    whether or not anyone asks for a summary."""
 
     def __init__(self, keep_seconds: float = 900, max_records: int = 50_000) -> None:
         self.keep_seconds = keep_seconds
@@ -48,6 +50,13 @@ class RecentRequests:
 
     def add(self, record: RequestRecord) -> None:
         self.records.append(record)
+        # Aged out here, not only when /stats asks: without a dashboard open, the count
+        # cap alone kept 50 000 records (~50 MB), filling for hours at a quiet shop's rate.
+        self._drop_older_than(record.at - self.keep_seconds)
+
+    def _drop_older_than(self, oldest: float) -> None:
+        while self.records and self.records[0].at < oldest:
+            self.records.popleft()
 
     def sample(self, running: int, waiting: int, at: float | None = None) -> None:
         self.samples.append(LoadSample(time.time() if at is None else at, running, waiting))
@@ -57,8 +66,7 @@ class RecentRequests:
     ) -> dict[str, Any]:
         now = time.time() if now is None else now
         start = now - window
-        while self.records and self.records[0].at < now - self.keep_seconds:
-            self.records.popleft()
+        self._drop_older_than(now - self.keep_seconds)
         records = [r for r in self.records if r.at >= start]
         samples = [s for s in self.samples if s.at >= start]
         return summarize(records, samples, start=start, end=now, bucket=bucket)

@@ -35,6 +35,9 @@ from kefu.store.base import SessionStore
 log = logging.getLogger("kefu.service")
 
 T = TypeVar("T")
+# Entries whose answers /chat counts (Runtime.asked); a knowledge base that changes for
+# months would otherwise keep a count for every entry it ever had.
+ASKED_MAX = 10_000
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Runtime:
     # Which agent answers each handed-off conversation (Redis-held with --redis).
     claims: Claims = field(default_factory=LocalClaims)
     # How often each FAQ entry answered since start: the chat page suggests the most asked.
+    # At most ASKED_MAX entries (``count_asked``): ids of entries long removed go in time.
     asked: Counter[str] = field(default_factory=Counter)
     observer: Observer = field(init=False)
     # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
@@ -106,6 +110,11 @@ class Runtime:
             waiting=self.admission.waiting,
             ready=self.ready,
         )
+
+    def count_asked(self, entry_id: str) -> None:
+        self.asked[entry_id] += 1
+        if len(self.asked) > ASKED_MAX:  # the less asked half goes
+            self.asked = Counter(dict(self.asked.most_common(ASKED_MAX // 2)))
 
     def spawn(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.get_running_loop().create_task(work)

@@ -293,7 +293,7 @@ async def _answer_fast(
         state_reason=plan.routing.reason if handoff else None,
     )
     if plan.source is not None and plan.source.kind == "kb":
-        runtime.asked[plan.source.id] += 1
+        runtime.count_asked(plan.source.id)
     stored = False
     try:
         yield TurnStarted(session_id)

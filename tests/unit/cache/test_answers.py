@@ -211,6 +211,29 @@ def test_least_recently_used_goes_first(cache_path: Path, clock: FakeClock, embe
         small.close()
 
 
+def test_churn_keeps_the_expiry_heap_bounded(
+    cache_path: Path, clock: FakeClock, embed: Embed
+) -> None:
+    # Every put of a day's TTL would stay in the heap otherwise: replaced and evicted
+    # answers are only taken out of it when they expire.
+    small = AnswerCache(cache_path, threshold=0.07, ttl=86400, max_entries=4, clock=clock)
+    try:
+        questions = [SINGAPORE, "Can I pay by card?", "Do you sell gift cards?"]
+        for i in range(300):
+            question = questions[i % 3]
+            small.put(SCOPE, question, f"answer {i}", embed(question))  # replaces
+            small.put(SCOPE, f"do you sell item {i}?", "yes", embed(f"do you sell item {i}?"))
+            clock.now += 1
+        assert len(small.entries()) == 4
+        assert len(small._expiry) <= 2 * 4 + 64 + 1
+        # Nothing held was lost from the heap: each still expires with its TTL.
+        clock.now += 86400
+        assert all(ask(small, embed, q).kind == "miss" for q in questions)
+        assert small.entries() == []
+    finally:
+        small.close()
+
+
 def test_evict_by_scope_and_everything(cache: AnswerCache, embed: Embed) -> None:
     other = AnswerCache.scope("persona", "shop-2")
     cache.put(SCOPE, SINGAPORE, "Yes.", embed(SINGAPORE))
