@@ -41,6 +41,7 @@ from kefu.settings import Settings
 from kefu.shared.changes import SharedChanges
 from kefu.shared.claims import RedisClaims
 from kefu.state import open_state
+from kefu.threads import one_blas_thread
 
 log = logging.getLogger("kefu")
 
@@ -125,6 +126,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], shared))
             )
         tasks.append(asyncio.create_task(_freeze_when_started(starts)))
+        # Process-wide like the frozen objects, and given back at the end the same way.
+        restore_blas = one_blas_thread()
         try:
             yield
         finally:
@@ -132,6 +135,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 task.cancel()
             await asyncio.gather(*starts, *tasks, return_exceptions=True)
             gc.unfreeze()
+            restore_blas()
             runtime.ready = False
             await runtime.drain()
             await runtime.close()

@@ -50,8 +50,8 @@ class AnswerGroup:
 
     def __init__(self, vectors: WordVectors) -> None:
         self.entries: dict[str, KbEntry] = {}
-        # An answer's few dozen words are stacked on use, not kept: thousands of answers
-        # would otherwise each hold a copy of their rows.
+        # An answer's few dozen words are stacked on use and kept only while the answer is
+        # among the recently used: thousands of answers would each hold a copy of their rows.
         self.vocabulary = Vocabulary(vectors, keep_rows=False)
         self._facts: dict[str, Salient] = {}  # a question or the answer -> its entities
         self._coverage: Coverage | None = None

@@ -14,8 +14,9 @@ seconds. Only the nearness matrix is restacked, from the kept word vectors (abou
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,17 @@ CATALOGUE = "catalogue"
 _SENTENCE = re.compile(r"[.;!?\n。；！？]+")
 _LABEL = re.compile(r"^[^:：]*[:：]")
 _ITEM = re.compile(r"[,，、()（）]|\b(?:and|or|plus)\b|以及|及|和|与|或")
+# Customers' words embedded lately, and the stacked rows of the answers' vocabularies
+# used lately. The guard asks about the same words several times a message (its
+# objection, then the calibrated decision's word counts), customers repeat words ("gym"
+# in every near miss) and questions (the popular answers' rows), and each embedding or
+# stacking costs the event loop up to a few hundred microseconds. Bounded: a customer's words
+# and an answer's rows are not kept for good (thousands of answers, each a copy).
+RECENT_WORDS = 4096
+RECENT_ANSWERS = 256
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 def is_catalogue(entry: KbEntry) -> bool:
@@ -51,19 +63,54 @@ def catalogue_products(text: str) -> list[str]:
     return products
 
 
+class Recent(Generic[K, V]):
+    """The ``size`` most recently used items."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+    def drop(self, key: K) -> None:
+        self._items.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class WordVectors:
-    """Each knowledge-base word's vector, computed once and shared by the vocabularies."""
+    """Each knowledge-base word's vector, computed once and shared by the vocabularies;
+    customers' recent words; the stacked rows of recently used answers' vocabularies.
+    Like the vocabularies, used by one thread at a time (the knowledge base's lock)."""
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
         self._known: dict[str, Vectors] = {}
+        self._recent: Recent[str, Vectors] = Recent(RECENT_WORDS)
+        self.stacked: Recent[Vocabulary, Vectors] = Recent(RECENT_ANSWERS)
 
     def __call__(self, word: str, *, keep: bool = True) -> Vectors:
         vector = self._known.get(word)
         if vector is None:
-            vector = self._embedder.embed_queries([word])[0]
-            if keep:  # a knowledge-base word; a customer's words are not kept
+            vector = self._recent.get(word)
+            if vector is None:
+                vector = self._embedder.embed_queries([word])[0]
+            if keep:  # a knowledge-base word; a customer's words are kept a while only
                 self._known[word] = vector
+                self._recent.drop(word)
+            else:
+                self._recent.put(word, vector)
         return vector
 
     def forget(self, word: str) -> None:
@@ -77,8 +124,9 @@ class Vocabulary:
         self._vectors = vectors
         self._counts: Counter[str] = Counter()
         # The rows of the words present, built on use; kept for the knowledge base's
-        # vocabulary, stacked afresh for an answer's few dozen words (thousands of
-        # answers would otherwise each hold a copy).
+        # vocabulary, and for an answer's few dozen words while the answer is among the
+        # recently used (``WordVectors.stacked``): thousands of answers would otherwise
+        # each hold a copy.
         self._keep_rows = keep_rows
         self._matrix: Vectors | None = None
 
@@ -95,14 +143,18 @@ class Vocabulary:
             self._counts[word] += 1
             if self._counts[word] == 1:
                 self._vectors(word)
-                self._matrix = None
+                self._changed()
 
     def remove(self, words: Iterable[str]) -> None:
         for word in set(words):
             self._counts[word] -= 1
             if self._counts[word] <= 0:
                 del self._counts[word]
-                self._matrix = None
+                self._changed()
+
+    def _changed(self) -> None:
+        self._matrix = None
+        self._vectors.stacked.drop(self)
 
     def __contains__(self, word: str) -> bool:
         return word in self._counts
@@ -116,8 +168,7 @@ class Vocabulary:
 
     def nearness_of(self, words: Sequence[str]) -> list[float]:
         """For each word, the cosine between it and the nearest word here (0 for a word
-        the embedder does not know, or an empty vocabulary); the rows are stacked once
-        for them all (an answer's vocabulary does not keep them)."""
+        the embedder does not know, or an empty vocabulary), in one product for them all."""
         if not words:  # most calls: every word of the message is the knowledge base's own
             return []
         matrix = self._rows()
@@ -127,11 +178,14 @@ class Vocabulary:
         return [float(best) for best in np.max(queries @ matrix.T, axis=1)]
 
     def _rows(self) -> Vectors:
-        if self._matrix is not None:
-            return self._matrix
+        matrix = self._matrix if self._keep_rows else self._vectors.stacked.get(self)
+        if matrix is not None:
+            return matrix
         rows = [self._vectors(word) for word in self._counts]
         matrix = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
         matrix = np.asarray(matrix[np.linalg.norm(matrix, axis=1) > 0], dtype=np.float32)
         if self._keep_rows:
             self._matrix = matrix
+        else:
+            self._vectors.stacked.put(self, matrix)
         return matrix
