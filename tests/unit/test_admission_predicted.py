@@ -231,3 +231,58 @@ async def test_check_refuses_now_what_slot_would_and_takes_nothing() -> None:
         assert admission.refused["overloaded"] == 1
         assert admission.running == 1
         assert admission.waiting == 0
+
+
+async def test_a_burst_into_free_slots_counts_the_prefills_ahead() -> None:
+    """Free slots are not free first tokens: granted requests still before their first
+    token prefill together, so the next one's comes after all of theirs."""
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=4, timeout=10, ttft_slo=2.0, clock=clock)
+    await complete(admission, clock, service=4.0, first=0.6)  # one prefill: 0.6 s
+    gate = asyncio.Event()
+
+    async def hold() -> None:
+        async with admission.slot():
+            await gate.wait()
+
+    burst = [asyncio.create_task(hold()) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert admission.prefilling == 3
+    assert admission.predicted_ttft() == pytest.approx(4 * 0.6)  # 2.4 s > 2 s
+    with pytest.raises(Overloaded) as info:
+        async with admission.slot():
+            pytest.fail("must not be admitted")
+    assert info.value.retry_after == 1.0  # 0.4 s over, at least 1 s
+    assert admission.running == 3  # five slots free, and still refused
+    gate.set()
+    await asyncio.gather(*burst)
+
+
+async def test_a_prefill_shared_by_several_is_measured_per_prefill() -> None:
+    clock = Clock()
+    admission = Admission(slots=4, max_waiting=4, timeout=10, ttft_slo=5.0, clock=clock)
+    async with admission.slot() as first, admission.slot() as second:
+        assert second.prefilling_ahead == 1
+        clock.now += 1.0
+        admission.first_token(first)  # alone before it: 1 s for one prefill
+        admission.first_token(second)  # shared with one: 1 s for two
+    assert admission.rate.first_token.value == pytest.approx(1.0 - 0.2 * 0.5)
+
+
+async def test_nothing_prefilling_a_free_slot_admits_however_slow_the_estimate() -> None:
+    """A slow spell's estimate must not refuse forever: with nothing prefilling, a free
+    slot admits, and that request measures the engine again."""
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=4, timeout=10, ttft_slo=2.0, clock=clock)
+    await complete(admission, clock, service=30.0, first=10.0)
+    predicted = admission.predicted_ttft()
+    assert predicted is not None
+    assert predicted > 2.0
+    async with admission.slot() as probe:
+        with pytest.raises(Overloaded):  # one prefilling: the next waits for it
+            async with admission.slot():
+                pytest.fail("must not be admitted")
+        clock.now += 0.5
+        admission.first_token(probe)  # the engine is fast again
+    assert admission.rate.first_token.value == pytest.approx(10.0 + 0.2 * (0.5 - 10.0))
+    assert admission.refused["overloaded"] == 1
