@@ -13,7 +13,6 @@ import pytest
 from kefu.engine.base import GenerationEvent, GenerationRequest
 from kefu.engine.fake import FakeEngine
 from kefu.errors import EngineError
-from kefu.memory import keeper
 from kefu.service.runtime import Runtime
 from tests.http.helpers import SettingsFactory, make_app, parse_sse, serve
 
@@ -24,20 +23,13 @@ SUMMARY = "customer reports a leaking kettle"
 MEMORY = {"memory": "summary", "history_turns": 2, "memory_every": 2}
 
 
-@pytest.fixture(autouse=True)
-def first_fold_on_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests count turns to the first fold: no session's is late (``fold_phase``)."""
-    monkeypatch.setattr(keeper, "fold_phase", lambda session_id, every: 0)
-
-
 class SummarisingEngine(FakeEngine):
     """Replies to customers like FakeEngine; a background request gets ``SUMMARY``, fails,
-    or hangs, as the test says; prefills of the next prompt fail when ``warms`` says so."""
+    or hangs, as the test says."""
 
-    def __init__(self, summaries: str = "ok", warms: str = "ok", **kwargs: Any) -> None:
+    def __init__(self, summaries: str = "ok", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.summaries = summaries
-        self.warms = warms
         self.customer_requests: list[GenerationRequest] = []
         self.background_requests: list[GenerationRequest] = []
         self.warm_requests: list[GenerationRequest] = []  # the next prompt, prefilled
@@ -52,8 +44,6 @@ class SummarisingEngine(FakeEngine):
             self.customer_requests.append(request)
         elif request.request_id == "summary-warm":
             self.warm_requests.append(request)
-            if self.warms == "fail":
-                raise EngineError("background work gave its slot to a customer")
         else:
             self.background_requests.append(request)
             if self.summaries == "fail":
@@ -262,39 +252,3 @@ async def test_the_agent_desk_shows_the_memory_of_a_handed_off_session(
     assert waiting["session_id"] == session_id
     assert waiting["memory"]["summary"] == SUMMARY
     assert waiting["memory"]["facts"]["order_numbers"] == ["LH-100234"]
-
-
-async def test_the_model_summary_is_used_only_once_its_prompt_is_prefilled(
-    settings_factory: SettingsFactory,
-) -> None:
-    """Saved before its new start was prefilled, the model's summary would change the next
-    prompt into one the cache lacks; not prefilled, it is dropped and the quotes stay."""
-    engine = SummarisingEngine(warms="fail")
-    app = make_app(settings_factory(**MEMORY), engine)
-    async with serve(app) as client:
-        runtime: Runtime = app.state.runtime
-        session_id = await conversation(client, runtime, 4)
-        assert len(engine.background_requests) == 1  # the model did write a summary
-        assert runtime.memory.unused_summaries == 1
-        assert runtime.memory.model_summaries == 0
-        memory = await runtime.store.load_memory(session_id)
-        assert memory is not None
-        assert memory.covered_turn == 2
-        assert memory.summary.startswith("The customer said earlier:")
-        assert SUMMARY not in memory.summary
-
-        engine.warms = "ok"
-        await turn(client, "question number 5", session_id)
-        await turn(client, "question number 6", session_id)
-        await runtime.memory.idle()
-        memory = await runtime.store.load_memory(session_id)
-        assert memory is not None
-        assert memory.covered_turn == 4
-        assert memory.summary == SUMMARY
-        # Its prefill held the turns since the fold, as the next prompt will.
-        improved = engine.warm_requests[-1]
-        assert SUMMARY in improved.messages[0].content
-        assert [m.content for m in improved.messages[1:]][::2] == [
-            "question number 5",
-            "question number 6",
-        ]

@@ -7,7 +7,6 @@ from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
 from kefu.memory.extractive import estimate_tokens, extractive_summary
 from kefu.memory.facts import MAX_VALUES, merge_facts
-from kefu.memory.keeper import MemoryPolicy, fold_phase
 from kefu.memory.render import memory_block, summary_prompt
 from kefu.service.context import build_context
 from kefu.service.turn import prompt_history
@@ -151,22 +150,3 @@ def test_the_code_summary_quotes_the_customer_facts_first_within_its_cap() -> No
     # What the memory already holds verbatim (the opening) is not quoted again.
     assert "grinder" not in quotes(*said, skip=(said[0],))
     assert quotes("Hello!", "ok thanks") == ""
-
-
-def test_sessions_that_began_together_do_not_all_fold_after_the_same_turn() -> None:
-    policy = MemoryPolicy(
-        window=3,
-        every=3,
-        summary_tokens=150,
-        timeout=60.0,
-        order_pattern="",
-        order_example="",
-        persona="",
-    )
-    sessions = [f"{n:032x}" for n in range(24)]
-    first = {sid: next(t for t in range(1, 30) if policy.due(sid, t, 0)) for sid in sessions}
-    assert set(first.values()) == {6, 7, 8}  # window + every, up to every - 1 late
-    # After the first fold every session folds every `every` turns, none late.
-    assert all(policy.due(sid, first[sid] + 3, first[sid] - 3) for sid in sessions)
-    assert not any(policy.due(sid, first[sid] + 2, first[sid] - 3) for sid in sessions)
-    assert {fold_phase(sid, 3) for sid in sessions} == {0, 1, 2}

@@ -4,18 +4,15 @@ After each turn the keeper is told the session moved on. When more than
 ``window + every`` turns are not yet in the memory, it folds all but the last
 ``window`` of them into the memory, so the reply's prompt stays ``memory + the turns
 since`` and only changes shape once every ``every`` turns (between folds it grows by
-appending, which the prefix cache reuses). A session's first fold is up to
-``every - 1`` turns late, by its id (``fold_phase``), so sessions that began together
-do not all fold after the same turn.
+appending, which the prefix cache reuses).
 
 A fold is code only and takes milliseconds: the facts (``facts.py``) and a summary
 quoting the customer (``extractive.py``) are saved at once, so the memory is ready
 for the next turn however busy the engine is. Then, as ``background`` requests the
-embedded engine runs behind customers: the next prompt's new start is prefilled (so
-the prefix cache has it), and the model is asked for its own summary, which replaces
-the quotes only once its own new start is prefilled (a turn between the two prompts
-reuses the cache either way); when the engine had no room for that, the quotes stay.
-Engine work is given up when the next fold is due: the memory it was for is out of date.
+embedded engine runs only while no customer waits: the next prompt's new start is
+prefilled (so the prefix cache has it), and the model is asked for its own summary,
+which replaces the quotes when it comes (and is prefilled in turn). Engine work is
+given up when the next fold is due: the memory it was for is out of date.
 
 Work is coalesced per session: one job at a time, and a turn that ends while a job
 runs asks for one more pass afterwards, not for a job of its own. A model summary that
@@ -28,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import groupby
@@ -60,18 +56,6 @@ class MemoryPolicy:
         """Turns outside the memory that make an update due."""
         return self.window + self.every
 
-    def due(self, session_id: str, turn: int, covered_turn: int) -> bool:
-        """Whether a fold is due after ``turn``. A session's first fold comes up to
-        ``every - 1`` turns late, by a phase its id picks: sessions that began together
-        then do not all fold, and ask the engine to prefill a new start, after the same turn."""
-        late = 0 if covered_turn else fold_phase(session_id, self.every)
-        return turn - covered_turn >= self.due_after + late
-
-
-def fold_phase(session_id: str, every: int) -> int:
-    """0 to ``every - 1``, the same for a session on every replica."""
-    return zlib.crc32(session_id.encode()) % every
-
 
 class MemoryKeeper:
     def __init__(
@@ -93,13 +77,12 @@ class MemoryKeeper:
         # Counters for the docs' "engine time per turn" and the benchmark.
         self.updates = 0  # folds (code)
         self.model_summaries = 0  # model summaries that replaced the quotes
-        self.unused_summaries = 0  # made, but their prompt could not be prefilled
         self.failures = 0
         self.summary_seconds = 0.0
 
     def turn_ended(self, session_id: str, turn: int, covered_turn: int) -> None:
         """Called after each turn, with what the prompt's memory covered; cheap when not due."""
-        if not self.policy.due(session_id, turn, covered_turn):
+        if turn - covered_turn < self.policy.due_after:
             return
         if session_id in self._jobs:
             self._again.add(session_id)
@@ -146,21 +129,14 @@ class MemoryKeeper:
         summary = await self._engine_work(session_id, self._model_summary(previous, newly))
         if not summary:
             return memory
-        improved = replace(memory, summary=summary, updated_at=time.time())
-        # Prefilled before it is saved, with the turns since: a turn that starts meanwhile
-        # still sends the quotes' prompt, which the cache has, and the turns after it find
-        # the new start cached. Not prefilled (the engine had no room): the quotes stay.
-        turns = whole_turns(await self.store.messages(session_id))
-        kept = [chat for number, chat in turns if number > memory.covered_turn]
-        if not await self._engine_work(session_id, self._warm(session_id, improved, kept)):
-            self.unused_summaries += 1
-            return memory
         now = await self.store.load_memory(session_id)
         if now is None or now.covered_turn != memory.covered_turn:
             return now  # deleted, or folded elsewhere (another replica) meanwhile
+        improved = replace(memory, summary=summary, updated_at=time.time())
         if not await self.store.save_memory(session_id, improved):
             return None
         self.model_summaries += 1
+        await self._engine_work(session_id, self._warm(session_id, improved, kept))
         return improved
 
     async def fold(
@@ -172,7 +148,7 @@ class MemoryKeeper:
         await self._settled(session_id)
         memory = await self.store.load_memory(session_id) or SessionMemory()
         turns = whole_turns(await self.store.messages(session_id))
-        if not turns or not self.policy.due(session_id, turns[-1][0], memory.covered_turn):
+        if not turns or turns[-1][0] - memory.covered_turn < self.policy.due_after:
             return None
         target = turns[-1][0] - self.policy.window
         newly = [chat for number, chat in turns if memory.covered_turn < number <= target]
@@ -212,10 +188,10 @@ class MemoryKeeper:
 
     async def _warm(
         self, session_id: str, memory: SessionMemory, kept: Sequence[Sequence[ChatMessage]]
-    ) -> bool:
+    ) -> None:
         """Prefill the next prompt's new start (persona + memory + the turns kept) in the
         background, so the prefix cache has it: the turn after a fold then prefills
-        only its message, like the turns between folds. False when it failed."""
+        only its message, like the turns between folds."""
         system = ChatMessage("system", system_prompt(self.policy.persona, (), memory_block(memory)))
         request = GenerationRequest(
             messages=[system, *(m for turn in kept for m in turn)],
@@ -229,8 +205,6 @@ class MemoryKeeper:
                 pass
         except Exception as exc:  # only a cache miss for the next turn
             log.info("next prompt not prefilled: %s", exc)
-            return False
-        return True
 
     async def _model_summary(
         self, previous: str, turns: Sequence[Sequence[ChatMessage]]

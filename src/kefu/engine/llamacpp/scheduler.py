@@ -191,8 +191,7 @@ class Scheduler:
         victim = next((seq for seq in self._active if seq.request.background), None)
         if victim is not None:
             self._post(victim, EngineError("background work gave its slot to a customer"))
-            # A prefill for a later prompt keeps what it read: that prompt reuses it.
-            self._release(victim, keep_kv=victim.request.keep_prefix)
+            self._release(victim, keep_kv=False)
 
     def _customers_waiting(self) -> bool:
         """A customer request not yet admitted, or admitted and still before its first token."""
@@ -285,32 +284,22 @@ class Scheduler:
                 outputs.append((seq, self._add(seq, 1, logits=True)))
                 budget -= 1
         now = time.perf_counter()
-        # Background prompts add at most BACKGROUND_SLICE tokens to a step that decodes for
-        # customers, and only the ones kept for a later prompt (the next turn's new start,
-        # which that turn then need not prefill); the others (summaries) are read only in
-        # steps that decode for no customer.
+        # A background prompt is read only in steps that decode for no customer: its
+        # decode adds one token to a customer's step, its prefill would add many.
         serving = any(not seq.request.background for seq in running)
-        slice_left = BACKGROUND_SLICE  # the background tokens a serving step may still take
         for seq in running:
             if budget <= 0:
                 break
-            if not seq.prefilling:
-                continue
-            count = min(budget, len(seq.prompt) - seq.n_past)
-            if seq.request.background:
-                if serving and not seq.request.keep_prefix:
-                    continue
-                count = min(count, slice_left if serving else BACKGROUND_SLICE)
-                if count <= 0:
-                    continue
-                if serving:
-                    slice_left -= count
-            seq.prefill_started = seq.prefill_started or now
-            completes = seq.n_past + count == len(seq.prompt)
-            index = self._add(seq, count, logits=completes)
-            if completes:
-                outputs.append((seq, index))
-            budget -= count
+            if seq.prefilling and not (seq.request.background and serving):
+                seq.prefill_started = seq.prefill_started or now
+                count = min(budget, len(seq.prompt) - seq.n_past)
+                if seq.request.background:
+                    count = min(count, BACKGROUND_SLICE)
+                completes = seq.n_past + count == len(seq.prompt)
+                index = self._add(seq, count, logits=completes)
+                if completes:
+                    outputs.append((seq, index))
+                budget -= count
         return outputs
 
     def _add(self, seq: Sequence, count: int, *, logits: bool) -> int:
