@@ -6,19 +6,12 @@ A request that would wait past its deadline only fails later, holding a place in
 meanwhile (issue 23: 120 requests each waited 30 s to be told to retry). So the line's
 length is judged by time: a slot frees every ``service / slots`` seconds on average
 (``ServiceRate``: the EWMA of how long a completed request held its slot), the
-newcomer starts after ``waiting + 1`` of them, and its first token comes one prefill
-after that. With a slot free, the engine's own line counts: the requests granted a slot
-that have no first token yet are prefilling, and the newcomer's first token comes after
-``prefilling + 1`` prefills (a burst into free slots shares the prefill; at start, 8
-prompts prefilled together made the last one wait 9 s). A prefill's time is the EWMA of
-grant-to-first-token over the prefills that shared it. Over the SLO, a request is
-refused at once (``Overloaded``) with a ``Retry-After`` of the excess: by then the line
-ahead has drained that much. A free slot with nothing prefilling always admits: that
-request measures the engine again, so a slow spell's estimate cannot refuse forever.
-Until a first request completed, the age of the oldest running one stands in for the
-service time (a burst at start would otherwise wait out --queue-timeout: the soak saw
-it); until a first token came, nothing is known of a prefill and a free slot admits.
-The bounded line (``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
+newcomer starts after ``waiting + 1`` of them, and its first token comes ``first_token``
+after that. Over the SLO, it is refused at once (``Overloaded``) with a ``Retry-After``
+of the excess: by then the line ahead has drained that much. Until a first request
+completed, the age of the oldest running one stands in for the service time (a burst at
+start would otherwise wait out --queue-timeout: the soak saw it). The bounded line
+(``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 (with an SLO: no longer than the SLO) fails with QueueTimeout. Slots are handed over
@@ -64,49 +57,35 @@ class Hold:
 
     granted: float
     first_token: float | None = None
-    prefilling_ahead: int = 0  # granted before it, no first token yet, when it was granted
 
 
 class ServiceRate:
     """What the engine's requests tell of it: how long a completed one held its slot, and
-    how long one prefill takes, grant to first token over the prefills that shared it
-    (sampled when that token comes, so the estimate follows the engine within a few
-    requests, not a few whole replies)."""
+    how long from a grant to the first token (sampled when that token comes, so the
+    estimate follows the engine within a few requests, not a few whole replies)."""
 
     def __init__(self, weight: float = EWMA_WEIGHT) -> None:
         self.service = Ewma(weight)
         self.first_token = Ewma(weight)
         self.completed = 0
 
-    def first_token_came(self, hold: Hold, at: float) -> None:
-        self.first_token.add((at - hold.granted) / (hold.prefilling_ahead + 1))
-
     def record(self, hold: Hold, released: float) -> None:
         self.completed += 1
         self.service.add(released - hold.granted)
 
     def predicted_ttft(
-        self,
-        *,
-        ahead: int,
-        slots: int,
-        slot_free: bool,
-        prefilling: int = 0,
-        oldest_running: float | None = None,
+        self, *, ahead: int, slots: int, slot_free: bool, oldest_running: float | None = None
     ) -> float | None:
         """Seconds from now to the first token of a request with ``ahead`` waiting before
-        it (with a slot free: ``prefilling`` granted requests still before their first
-        token). Before any completion, the age of the oldest running request stands in for
-        the service time (it has taken at least that long); None when there is neither."""
-        prefill = self.first_token.value
-        if slot_free:
-            return None if prefill is None else (prefilling + 1) * prefill
+        it. Before any completion, the age of the oldest running request stands in for the
+        service time (it has taken at least that long); None when there is neither."""
         service = self.service.value
         if service is None:
             service = oldest_running
         if service is None:
             return None
-        return (ahead + 1) * service / slots + (prefill or 0.0)
+        wait = 0.0 if slot_free else (ahead + 1) * service / slots
+        return wait + (self.first_token.value or 0.0)
 
 
 class Admission:
@@ -147,11 +126,6 @@ class Admission:
     def waiting(self) -> int:
         return sum(1 for w in self._waiters if not w.done())
 
-    @property
-    def prefilling(self) -> int:
-        """Requests granted a slot that have no first token yet."""
-        return sum(1 for h in self._holds if h.first_token is None)
-
     def predicted_ttft(self) -> float | None:
         """A request arriving now: seconds to its first token, by the measured rate."""
         slot_free = self._free > 0 and not self._waiters
@@ -160,7 +134,6 @@ class Admission:
             ahead=self.waiting,
             slots=self.slots,
             slot_free=slot_free,
-            prefilling=self.prefilling,
             oldest_running=None if oldest is None else self.clock() - oldest,
         )
 
@@ -168,13 +141,12 @@ class Admission:
         """The held request's first token came now (once per hold)."""
         if hold.first_token is None:
             hold.first_token = self.clock()
-            self.rate.first_token_came(hold, hold.first_token)
+            self.rate.first_token.add(hold.first_token - hold.granted)
 
     def refusal(self) -> Unavailable | None:
         """What a request arriving now would be refused with at once (Overloaded,
         QueueFull), or None when it would get a slot or a place in line; counts nothing."""
-        slot_free = self._free > 0 and not self._waiters
-        if slot_free and (self.ttft_slo is None or self.prefilling == 0):
+        if self._free > 0 and not self._waiters:
             return None
         if self.ttft_slo is not None:
             predicted = self.predicted_ttft()
@@ -184,8 +156,6 @@ class Admission:
                     f"over the {self.ttft_slo:g} s it aims for; retry shortly",
                     retry_after=max(1.0, predicted - self.ttft_slo),
                 )
-        if slot_free:
-            return None
         if self.waiting >= self.max_waiting:
             return QueueFull(
                 f"the server is at capacity ({self.slots} running, {self.waiting} waiting); "
@@ -206,7 +176,7 @@ class Admission:
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[Hold]:
         await self._acquire()
-        hold = Hold(granted=self.clock(), prefilling_ahead=self.prefilling)
+        hold = Hold(granted=self.clock())
         self._holds.add(hold)
         completed = False
         try:
@@ -221,10 +191,10 @@ class Admission:
                 self.rate.record(hold, self.clock())
 
     async def _acquire(self) -> None:
-        self.check()
         if self._free > 0 and not self._waiters:
             self._free -= 1
             return
+        self.check()
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
