@@ -7,8 +7,11 @@ engine is too slow for the SLO" is a state, not a race."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import pytest
 
 from kefu.limits.admission import Hold
@@ -32,6 +35,35 @@ ZH_QUESTION = "我家的狗把灯的电线咬坏了，保修怎么算"
 QUESTION = "how does the warranty work if my dog chewed the lamp cable"
 
 
+@asynccontextmanager
+async def one_slot_with_the_fast_path(
+    settings_factory: SettingsFactory, engine: GatedEngine
+) -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    """The app on ``engine`` with one slot and a 2 s TTFT SLO, its fast path loaded."""
+    settings = settings_factory(parallel=1, max_queue=8, ttft_slo=2.0, fast_path=True)
+    app = make_app(settings, engine)
+    async with serve(app) as client:
+        runtime: Runtime = app.state.runtime
+        await wait_until(lambda: runtime.fast_path is not None, within=60)
+        yield client, runtime
+
+
+async def hold_the_only_slot(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> asyncio.Task[httpx.Response]:
+    """A slow engine, measured, with its one slot held by a /v1 request the gated engine
+    keeps before its first token; the task ends once the test releases the engine."""
+    slow_engine_measured(runtime)
+    busy = asyncio.create_task(
+        client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hold the slot"}]},
+        )
+    )
+    await wait_until(lambda: runtime.admission.running == 1)
+    return busy
+
+
 def slow_engine_measured(runtime: Runtime) -> None:
     """As if a request had held its slot 10 s, its first token after 1 s."""
     runtime.admission.rate.record(Hold(granted=0.0), released=10.0)
@@ -42,11 +74,7 @@ async def test_chat_overflow_is_a_busy_answer_with_suggestions(
     settings_factory: SettingsFactory,
 ) -> None:
     engine = GatedEngine()
-    settings = settings_factory(parallel=1, max_queue=8, ttft_slo=2.0, fast_path=True)
-    app = make_app(settings, engine)
-    async with serve(app) as client:
-        runtime: Runtime = app.state.runtime
-        await wait_until(lambda: runtime.fast_path is not None, within=60)
+    async with one_slot_with_the_fast_path(settings_factory, engine) as (client, runtime):
         assert runtime.fast_path is not None
         plan = await runtime.fast_path.plan(
             QUESTION, scope=runtime.fast_path.scope("default"), failures=0
@@ -59,14 +87,7 @@ async def test_chat_overflow_is_a_busy_answer_with_suggestions(
         session_id = first[-1].json()["session_id"]
         engine.close_gate()
 
-        slow_engine_measured(runtime)
-        busy = asyncio.create_task(
-            client.post(
-                "/v1/chat/completions",
-                json={"messages": [{"role": "user", "content": "hold the slot"}]},
-            )
-        )
-        await wait_until(lambda: runtime.admission.running == 1)
+        busy = await hold_the_only_slot(client, runtime)
 
         # A returning customer: 1 x 10 s + 1 s to the first token > 2 s.
         response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
@@ -124,11 +145,7 @@ async def test_a_refused_turn_spends_nothing_on_what_only_the_engine_needs(
     """Refused by admission, a turn gets no second look and no prompt is built: the refusal
     comes right after the first look, with its passages as the suggestions."""
     engine = GatedEngine()
-    settings = settings_factory(parallel=1, max_queue=8, ttft_slo=2.0, fast_path=True)
-    app = make_app(settings, engine)
-    async with serve(app) as client:
-        runtime: Runtime = app.state.runtime
-        await wait_until(lambda: runtime.fast_path is not None, within=60)
+    async with one_slot_with_the_fast_path(settings_factory, engine) as (client, runtime):
         fast_path = runtime.fast_path
         assert fast_path is not None
         looks: list[bool] = []
@@ -143,14 +160,7 @@ async def test_a_refused_turn_spends_nothing_on_what_only_the_engine_needs(
         async def no_prompt(*_: object) -> object:
             raise AssertionError("a refused turn must not build its prompt")
 
-        slow_engine_measured(runtime)
-        busy = asyncio.create_task(
-            client.post(
-                "/v1/chat/completions",
-                json={"messages": [{"role": "user", "content": "hold the slot"}]},
-            )
-        )
-        await wait_until(lambda: runtime.admission.running == 1)
+        busy = await hold_the_only_slot(client, runtime)
         monkeypatch.setattr(runtime, "build_prompt", no_prompt)
 
         response = await client.post("/chat", json={"message": QUESTION})
