@@ -147,7 +147,18 @@ async def conversation(
     return results
 
 
-async def run_mode(args: argparse.Namespace, mode: str) -> list[TurnResult]:
+MEMORY_COUNTERS = (
+    "kefu_memory_folds_total",
+    "kefu_memory_model_summaries_total",
+    "kefu_memory_summary_failures_total",
+    "kefu_memory_summary_seconds_total",
+)
+
+
+async def run_mode(
+    args: argparse.Namespace, mode: str
+) -> tuple[list[TurnResult], dict[str, float]]:
+    """Every turn's figures, and the memory's work as the server's /metrics counted it."""
     with kefu_server(*server_flags(args, mode)) as url:
         timeout = httpx.Timeout(300.0)
         async with httpx.AsyncClient(timeout=timeout) as client:
@@ -155,7 +166,20 @@ async def run_mode(args: argparse.Namespace, mode: str) -> list[TurnResult]:
                 conversation(client, url, n, args.turns, args.think) for n in range(args.sessions)
             ]
             per_session = await asyncio.gather(*runs)
-    return [result for session in per_session for result in session]
+            metrics = (await client.get(url + "/metrics")).text
+    work = {
+        name: float(line.split()[1])
+        for line in metrics.splitlines()
+        for name in MEMORY_COUNTERS
+        if line.startswith(name + " ")
+    }
+    return [result for session in per_session for result in session], work
+
+
+def pooled_p50(results: list[TurnResult], first: int, last: int) -> float:
+    """TTFT p50 over every session's turns ``first``..``last``: one turn's p50 is 8 samples."""
+    ttfts = [r.ttft * 1000 for r in results if first <= r.turn <= last]
+    return interpolated_percentile(ttfts, 50) if ttfts else float("nan")
 
 
 def report(mode: str, results: list[TurnResult], every_turn: bool) -> dict[int, float]:
@@ -223,12 +247,26 @@ def main() -> int:
     last = max((t for t in REPORTED_TURNS if t <= args.turns), default=1)
     for mode in modes:
         started = time.perf_counter()
-        p50s = report(mode, asyncio.run(run_mode(args, mode)), args.every_turn)
+        results, work = asyncio.run(run_mode(args, mode))
+        p50s = report(mode, results, args.every_turn)
         ratio = p50s.get(last, float("nan")) / p50s.get(2, float("nan"))
         print(
             f"  {mode:8s} TTFT p50 turn {last} / turn 2: {ratio:.2f}x "
             f"({time.perf_counter() - started:.0f} s)"
         )
+        if args.turns >= 20:
+            late, early = pooled_p50(results, 11, 20), pooled_p50(results, 2, 5)
+            print(
+                f"  {mode:8s} TTFT p50 of turns 11-20 / turns 2-5 (all sessions): "
+                f"{late:.1f} / {early:.1f} ms = {late / early:.2f}x"
+            )
+        if work.get("kefu_memory_folds_total"):
+            print(
+                f"  {mode:8s} memory: {work['kefu_memory_folds_total']:.0f} folds, "
+                f"{work.get('kefu_memory_model_summaries_total', 0):.0f} model summaries used, "
+                f"{work.get('kefu_memory_summary_failures_total', 0):.0f} failed or late, "
+                f"{work.get('kefu_memory_summary_seconds_total', 0):.1f} s waited on them"
+            )
     return 0
 
 

@@ -13,6 +13,7 @@ from kefu.errors import EngineError
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio]
 
+COUNTING = "Count to two hundred: 1, 2, 3, 4, 5,"
 LONG = "Summarise: " + " ".join(f"The customer asked about order LH-10{i:04d}." for i in range(12))
 
 
@@ -45,6 +46,28 @@ async def test_a_customer_is_served_before_background_work_submitted_first() -> 
         assert done.timings.first_token is not None
         assert customer.timings.first_token < done.timings.first_token
         assert done.usage.completion_tokens > 0  # it still ran, once nobody waited
+    finally:
+        await e.close()
+
+
+async def test_background_work_pauses_while_a_customer_is_in_the_engine() -> None:
+    e = LlamaCppEngine(slots=2, threads=2, warmup=False)
+    await e.start()
+    try:
+        events = e.generate(request(COUNTING, background=True, max_tokens=40))
+        assert isinstance(await anext(events), TokenDelta)  # the summary decodes, alone
+        story = request(COUNTING, background=False, max_tokens=120)
+        customer = await finish(e, story)
+        summary: Finished | None = None
+        async for event in events:
+            if isinstance(event, Finished):
+                summary = event
+        assert summary is not None
+        assert summary.timings.last_token is not None
+        assert customer.timings.last_token is not None
+        # A free slot, yet the summary's decode waited for the customer's to end: beside
+        # it, every one of the customer's steps would have been wider.
+        assert summary.timings.last_token > customer.timings.last_token
     finally:
         await e.close()
 

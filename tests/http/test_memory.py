@@ -40,10 +40,10 @@ class SummarisingEngine(FakeEngine):
         return super().reply_for(request)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
-        if not request.background:
-            self.customer_requests.append(request)
-        elif request.request_id == "summary-warm":
+        if request.request_id == "summary-warm":
             self.warm_requests.append(request)
+        elif not request.background:
+            self.customer_requests.append(request)
         else:
             self.background_requests.append(request)
             if self.summaries == "fail":
@@ -87,8 +87,10 @@ async def test_the_summary_and_facts_reach_later_prompts_and_the_session(
         # The next prompt's new start is prefilled twice: with the quotes code made at
         # once (persona + memory + turns 3-4), then with the model's summary.
         quoted, warm = engine.warm_requests
-        assert quoted.background
-        assert warm.background
+        # Prefilled as a customer's prompt is, not in idle steps only: the next turn would
+        # read it anyway, and with every slot busy it was never read in time.
+        assert not quoted.background
+        assert not warm.background
         # Turn 2 quoted; the opening is not, the facts hold it verbatim already.
         assert 'The customer said earlier: "question number 2"' in quoted.messages[0].content
         assert "My kettle" in quoted.messages[0].content
@@ -118,6 +120,11 @@ async def test_the_summary_and_facts_reach_later_prompts_and_the_session(
         assert body["memory"]["covered_turn"] == 2
         assert body["memory"]["facts"]["order_numbers"] == ["LH-100234"]
         assert body["memory"]["facts"]["sizes"] == ["M"]
+
+        metrics = (await client.get("/metrics")).text
+        assert "kefu_memory_folds_total 1.0" in metrics
+        assert "kefu_memory_model_summaries_total 1.0" in metrics
+        assert "kefu_memory_summary_failures_total 0.0" in metrics
 
 
 async def test_between_updates_the_prompt_only_grows_by_appending(

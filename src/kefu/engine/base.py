@@ -45,8 +45,7 @@ class GenerationRequest:
     # Request fields kefu does not know, passed on to a remote engine as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
     # Work nobody waits for (a session's summary): the embedded scheduler runs it only
-    # while no customer request waits for a slot or its first token; other engines may
-    # ignore it.
+    # in steps with no customer request in the engine; other engines may ignore it.
     background: bool = False
     # False for a prompt nobody sends again (a summary's): the embedded engine frees its KV
     # when it ends instead of keeping it for prefix reuse, where it would push out the

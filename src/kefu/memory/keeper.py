@@ -8,11 +8,13 @@ appending, which the prefix cache reuses).
 
 A fold is code only and takes milliseconds: the facts (``facts.py``) and a summary
 quoting the customer (``extractive.py``) are saved at once, so the memory is ready
-for the next turn however busy the engine is. Then, as ``background`` requests the
-embedded engine runs only while no customer waits: the next prompt's new start is
-prefilled (so the prefix cache has it), and the model is asked for its own summary,
-which replaces the quotes when it comes (and is prefilled in turn). Engine work is
-given up when the next fold is due: the memory it was for is out of date.
+for the next turn however busy the engine is. Then the next prompt's new start is
+prefilled, so the prefix cache has it while the customer reads the reply: a customer's
+request, not background work, because the next turn reads those tokens anyway (moved,
+not added), and in idle steps only they were never read in time on a busy engine.
+The model's own summary is ``background`` work (the embedded engine runs it only in
+steps with no customer) and replaces the quotes when it comes, prefilled in turn.
+Engine work is given up when the next fold is due: the memory it was for is out of date.
 
 Work is coalesced per session: one job at a time, and a turn that ends while a job
 runs asks for one more pass afterwards, not for a job of its own. A model summary that
@@ -39,6 +41,16 @@ from kefu.store.base import SessionMemory, SessionStore, StoredMessage
 
 log = logging.getLogger("kefu.memory")
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryWork:
+    """What the keeper has done since start, for /metrics: the engine time it costs."""
+
+    folds: int = 0
+    model_summaries: int = 0  # model summaries that replaced the quotes
+    failures: int = 0  # model summaries that failed or ran late
+    summary_seconds: float = 0.0  # wall time spent waiting for model summaries
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +91,9 @@ class MemoryKeeper:
         self.model_summaries = 0  # model summaries that replaced the quotes
         self.failures = 0
         self.summary_seconds = 0.0
+
+    def work(self) -> MemoryWork:
+        return MemoryWork(self.updates, self.model_summaries, self.failures, self.summary_seconds)
 
     def turn_ended(self, session_id: str, turn: int, covered_turn: int) -> None:
         """Called after each turn, with what the prompt's memory covered; cheap when not due."""
@@ -189,16 +204,18 @@ class MemoryKeeper:
     async def _warm(
         self, session_id: str, memory: SessionMemory, kept: Sequence[Sequence[ChatMessage]]
     ) -> None:
-        """Prefill the next prompt's new start (persona + memory + the turns kept) in the
-        background, so the prefix cache has it: the turn after a fold then prefills
-        only its message, like the turns between folds."""
+        """Prefill the next prompt's new start (persona + memory + the turns kept), so
+        the prefix cache has it: the turn after a fold then prefills only its message,
+        like the turns between folds. Not while customers queue for the engine: they
+        would wait behind it, and the next turn may come after the cache moved on."""
+        if self.engine.stats().waiting:
+            return
         system = ChatMessage("system", system_prompt(self.policy.persona, (), memory_block(memory)))
         request = GenerationRequest(
             messages=[system, *(m for turn in kept for m in turn)],
             sampling=SamplingParams(max_tokens=1, temperature=0),
             request_id="summary-warm",
             routing_key=session_id,  # a pool keeps it on the engine the session's turns use
-            background=True,
         )
         try:
             async for _ in self.engine.generate(request):

@@ -13,6 +13,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from kefu.engine.base import EngineStats, UpstreamStats
+from kefu.memory.keeper import MemoryWork
 from kefu.observe.records import RequestRecord
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -181,11 +182,19 @@ class Metrics:
 class LoadSnapshot:
     """What the engine and admission report right now."""
 
-    def __init__(self, engine: EngineStats, admitted: int, waiting: int, ready: bool) -> None:
+    def __init__(
+        self,
+        engine: EngineStats,
+        admitted: int,
+        waiting: int,
+        ready: bool,
+        memory: MemoryWork | None = None,
+    ) -> None:
         self.engine = engine
         self.admitted = admitted
         self.waiting = waiting
         self.ready = ready
+        self.memory = memory or MemoryWork()
 
 
 class _LoadCollector(Collector):
@@ -220,8 +229,32 @@ class _LoadCollector(Collector):
             ),
         ):
             yield GaugeMetricFamily(name, doc, value=value)
+        yield from _memory_metrics(snap.memory)
         if stats.engines:
             yield from _engine_metrics(stats.engines)
+
+
+def _memory_metrics(work: MemoryWork) -> Iterator[Metric]:
+    """The long-conversation memory's work (--memory summary), so its cost can be read."""
+    for name, doc, value in (
+        ("kefu_memory_folds", "Turns folded into a session's memory (code).", work.folds),
+        (
+            "kefu_memory_model_summaries",
+            "Model summaries that replaced the quoted summary.",
+            work.model_summaries,
+        ),
+        (
+            "kefu_memory_summary_failures",
+            "Model summaries that failed or ran past --summary-timeout.",
+            work.failures,
+        ),
+        (
+            "kefu_memory_summary_seconds",
+            "Seconds spent waiting for model summaries (background engine work).",
+            work.summary_seconds,
+        ),
+    ):
+        yield CounterMetricFamily(name, doc, value=value)
 
 
 BREAKER_VALUES = {"closed": 0, "half-open": 1, "open": 2}

@@ -76,7 +76,6 @@ class Runtime:
     memory: MemoryKeeper = field(init=False)
 
     def __post_init__(self) -> None:
-        self.observer = Observer(self.load_snapshot)
         self.prompts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kefu-prompt")
         settings = self.settings
         policy = MemoryPolicy(
@@ -91,6 +90,7 @@ class Runtime:
         self.memory = MemoryKeeper(
             engine=self.engine, store=self.store, policy=policy, settled=self.settled
         )
+        self.observer = Observer(self.load_snapshot)  # reads the load, memory included
 
     async def build_prompt(self, build: Callable[[], T]) -> T:
         """Run ``build`` on a prompt thread: tokenizing a long conversation takes
@@ -109,6 +109,7 @@ class Runtime:
             admitted=self.admission.running,
             waiting=self.admission.waiting,
             ready=self.ready,
+            memory=self.memory.work(),
         )
 
     def count_asked(self, entry_id: str) -> None:

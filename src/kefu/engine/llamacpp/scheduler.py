@@ -31,8 +31,8 @@ log = logging.getLogger("kefu.engine")
 
 DECODE_OK = 0
 DECODE_NO_KV_SLOT = 1  # llama.cpp found no free KV cells; nothing was changed
-# Prompt tokens a background sequence prefills per step (in steps with no customer): a
-# customer who arrives meanwhile waits for one such short step at most.
+# Prompt tokens all background sequences together prefill per step (steps with no
+# customer): a customer who arrives meanwhile waits for one such short step at most.
 BACKGROUND_SLICE = 32
 
 
@@ -193,12 +193,6 @@ class Scheduler:
             self._post(victim, EngineError("background work gave its slot to a customer"))
             self._release(victim, keep_kv=False)
 
-    def _customers_waiting(self) -> bool:
-        """A customer request not yet admitted, or admitted and still before its first token."""
-        return any(not seq.request.background for seq in self._pending) or any(
-            seq.prefilling and not seq.request.background for seq in self._active
-        )
-
     def _take_seq_id(self) -> int:
         if not self._free_ids:
             victim = self.cache.evict()
@@ -275,26 +269,24 @@ class Scheduler:
         self._in_batch = []
         outputs: list[tuple[Sequence, int]] = []
         budget = self.step_tokens
-        # Background sequences pause (keeping their KV) while a customer waits.
-        running = self._active
-        if self._customers_waiting():
-            running = [seq for seq in self._active if not seq.request.background]
+        # Background sequences pause (keeping their KV) while any customer is in the
+        # engine or waiting for it: decoding beside customers, eight summaries made every
+        # customer's step twice as wide, and the turns after a fold queued behind them.
+        running = [seq for seq in self._active if not seq.request.background]
+        if not running:
+            running = self._active
+            budget = min(budget, BACKGROUND_SLICE + len(running))
         for seq in running:
             if not seq.prefilling:
                 outputs.append((seq, self._add(seq, 1, logits=True)))
                 budget -= 1
         now = time.perf_counter()
-        # A background prompt is read only in steps that decode for no customer: its
-        # decode adds one token to a customer's step, its prefill would add many.
-        serving = any(not seq.request.background for seq in running)
         for seq in running:
             if budget <= 0:
                 break
-            if seq.prefilling and not (seq.request.background and serving):
+            if seq.prefilling:
                 seq.prefill_started = seq.prefill_started or now
                 count = min(budget, len(seq.prompt) - seq.n_past)
-                if seq.request.background:
-                    count = min(count, BACKGROUND_SLICE)
                 completes = seq.n_past + count == len(seq.prompt)
                 index = self._add(seq, count, logits=completes)
                 if completes:
