@@ -104,8 +104,9 @@ def calibrate_kb(
         objection = faq_objection(
             text, entry, kb_words=kb.vocabulary, answer=answer, catalogue=kb.catalogue
         )
-        unknown, foreign = word_evidence(text, kb.vocabulary, answer)
-        return Findings(objection, unknown, foreign, negation_differs(text, entry.question))
+        unknown, foreign, weakest = word_evidence(text, kb.vocabulary, answer)
+        negated = negation_differs(text, entry.question)
+        return Findings(objection, unknown, foreign, negated, weakest)
 
     observations = []
     for start in range(0, len(probes), EMBED_BATCH):

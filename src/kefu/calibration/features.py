@@ -3,10 +3,13 @@ customer's message while serving and for a probe while calibrating, so the estim
 the calibration fits is the one serving applies.
 
 First look (the static word table and BM25, a millisecond): the best answer's fused
-score, its lead over the next answer, its lexical and dense parts, and the FAQ guard's
-findings. Second look (multilingual-e5-small): the nearest question's cosine, its lead
-over the next answer and over the nearest passage sentence, whether the first look's
-best answer is the same, the first look's score for it, and the guard's findings.
+score, its lead over the next answer, its lexical and dense parts. Second look
+(multilingual-e5-small): the nearest question's cosine, its lead over the next answer
+and over the nearest passage sentence. Both add the FAQ guard's findings on their
+answer: whether it objects, and whether because of words the knowledge base never uses
+or because the entry is about something else (an opposite picked, a subject swapped);
+the counts of unknown words and of words foreign to the answer; a negation on one side
+only; and how near the message's least covered word comes to the answer's words.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kefu.fastpath.faq_guard import ABOUT_ELSE
 from kefu.knowledge.base import Hit
 from kefu.knowledge.entries import answer_key
 from kefu.knowledge.second_look import Nearest
@@ -36,16 +40,22 @@ class Findings:
     unknown: int  # content words the knowledge base never uses
     foreign: int  # content words it uses, but not in this answer
     negation: bool  # one of the message and the entry's question is negated, not both
+    # How near the message's least covered content word comes to the answer's words
+    # (1.0: the answer uses them all).
+    weakest: float
 
     def features(self) -> Features:
-        blocked = self.objection is not None
-        unknown_words = blocked and self.objection.startswith(UNKNOWN_WORDS)  # type: ignore[union-attr]
+        objection = self.objection or ""
         return (
-            float(blocked),
-            float(unknown_words),
+            float(self.objection is not None),
+            float(objection.startswith(UNKNOWN_WORDS)),
             float(min(self.unknown, 3)),
             float(min(self.foreign, 3)),
             float(self.negation),
+            # An opposite picked or a subject swapped: on the dev sets nearly always a
+            # near miss, where the guard's other objections often stop paraphrases.
+            float(objection.startswith(ABOUT_ELSE)),
+            self.weakest,
         )
 
 

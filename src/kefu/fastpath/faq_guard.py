@@ -46,6 +46,9 @@ from kefu.text.frame import swapped
 from kefu.text.message import Message, as_message
 from kefu.text.words import is_cjk_word
 
+# How the guard words an objection that the entry is about something else: an opposite
+# picked or a subject swapped (the calibrated decision weighs it apart from the rest).
+ABOUT_ELSE = "the entry is about"
 # Chosen on the dev split of benchmarks/data/answer_quality.csv: the unknown words of
 # paraphrases (quantity, 块) come nearer a KB word than those of near misses (gym, 微信).
 NEAR_ENOUGH = 0.7
@@ -190,14 +193,24 @@ def _unfamiliar(words: Sequence[str], vocabulary: Lexicon) -> list[str]:
 
 def word_evidence(
     message: str | Message, kb_words: Lexicon, answer: AnswerGroup
-) -> tuple[int, int]:
-    """How many of the message's content words the knowledge base never uses, and how
-    many it uses but not in this answer (its questions and text): words of another topic.
-    The calibrated decision weighs these counts where the guard's rules draw lines."""
+) -> tuple[int, int, float]:
+    """How many of the message's content words the knowledge base never uses, how many
+    it uses but not in this answer (its questions and text): words of another topic, and
+    how near the least covered of them comes to the answer's words (1.0 when the answer
+    uses them all). The calibrated decision weighs these where the guard's rules draw
+    lines: a near miss swaps one word for one the answer does not come near (Dropbox for
+    Google Drive, 借记卡 for 信用卡), where a paraphrase's own words stay near it."""
     topic = content_words(message)
     unknown = _unfamiliar(topic, kb_words)
-    foreign = [w for w in _unfamiliar(topic, answer.vocabulary) if w not in unknown]
-    return len(unknown), len(foreign)
+    unused = [word for word in topic if not uses(answer.vocabulary, word)]
+    nearness = answer.vocabulary.nearness_of(unused)
+    foreign = [
+        word
+        for word, near in zip(unused, nearness, strict=True)
+        if near < NEAR_ENOUGH and word not in unknown
+    ]
+    weakest = min(nearness, default=1.0)
+    return len(unknown), len(foreign), min(max(weakest, 0.0), 1.0)
 
 
 def faq_objection(
@@ -270,7 +283,7 @@ def faq_objection(
         if swap is not None and _unfamiliar(_within(topic, swap[0]), answer.vocabulary):
             # 邮局几点开门 is 实体店几点开门 with its subject swapped for one the answer
             # never names: however well other phrasings fit, it asks about something else.
-            return f"the entry is about {swap[1]}, not {swap[0]}"
+            return f"{ABOUT_ELSE} {swap[1]}, not {swap[0]}"
     elsewhere = _unfamiliar(topic, answer.vocabulary)
     # One foreign word is a detail when the first look's scores vouch for the entry; the
     # second look's must each be incidental.
@@ -309,7 +322,7 @@ def _differs(asked: Salient, question: Salient, swap: tuple[str, str] | None) ->
         mine = {alt for g, alt in asked.contrasts if g == group}
         theirs = {alt for g, alt in question.contrasts if g == group}
         if mine != theirs:
-            return f"the entry is about {', '.join(sorted(theirs))}, not {', '.join(sorted(mine))}"
+            return f"{ABOUT_ELSE} {', '.join(sorted(theirs))}, not {', '.join(sorted(mine))}"
     if swap is not None:
-        return f"the entry is about {swap[1]}, not {swap[0]}"
+        return f"{ABOUT_ELSE} {swap[1]}, not {swap[0]}"
     return None

@@ -59,9 +59,9 @@ def findings(kb: KnowledgeBase, message: str | Message, entry: KbEntry) -> Findi
     (a probe of the calibration comes as text)."""
     message = as_message(message)
     objected = objection(kb, message, entry)
-    unknown, foreign = word_evidence(message, kb.vocabulary, kb.answer(entry))
+    unknown, foreign, weakest = word_evidence(message, kb.vocabulary, kb.answer(entry))
     negated = negation_differs(message.folded, entry.question)
-    return Findings(objected, unknown, foreign, negated)
+    return Findings(objected, unknown, foreign, negated, weakest)
 
 
 def judge(
