@@ -128,7 +128,8 @@ def test_dashboard_waits_for_traffic_then_draws_gaps(
                 ttft_ms=ttft,
                 completion_tokens=10,
                 stages_ms=stages,
-            )
+            ),
+            {},
         )
         for offset, ttft, tier in ((30, 150.25, "llm"), (120, 99.95, "faq"), (125, 2345.678, "llm"))
     ]

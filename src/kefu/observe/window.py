@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import struct
-import threading
 import time
 from array import array
 from collections import Counter, deque
@@ -52,63 +51,47 @@ class _Kind:
     values: struct.Struct  # the stage values that follow an entry's head
 
 
-# Kinds are tier x error code x engine x the stages' names in order: closed sets (tiers,
+# A window's kinds, by (tier, error code, engine, stage names in order): closed sets (tiers,
 # KefuError codes, the pool's engines, the timeline's marks), so the table stays small.
-_KINDS: list[_Kind] = []
-_KIND_CODES: dict[tuple[str | None, str | None, str | None, tuple[str, ...]], int] = {}
-_KINDS_LOCK = threading.Lock()
-
-
-def _kind_code(
-    tier: str | None, error: str | None, engine: str | None, stages: tuple[str, ...]
-) -> int:
-    key = (tier, error, engine, stages)
-    code = _KIND_CODES.get(key)
-    if code is None:
-        with _KINDS_LOCK:
-            code = _KIND_CODES.get(key)
-            if code is None:
-                code = len(_KINDS)
-                _KINDS.append(_Kind(tier, error, engine, stages, struct.Struct(f"<{len(stages)}d")))
-                _KIND_CODES[key] = code
-    return code
-
+Kinds = dict[tuple[str | None, str | None, str | None, tuple[str, ...]], _Kind]
 
 # An entry's head: at, e2e, ttft, tpot, queue, prefill, gateway, upstream TTFT, turn,
-# completion tokens (doubles: exact for any int below 2**53; NaN for None), its kind.
-_HEAD = struct.Struct("<10dI")
+# completion tokens (doubles: exact for any int below 2**53; NaN for None).
+_HEAD = struct.Struct("<10d")
 _F64 = struct.Struct("<d")
-_CODE = struct.Struct("<I")
-_CODE_AT = _HEAD.size - _CODE.size
 
 
 def _packed(value: float | None) -> float:
     return math.nan if value is None else value
 
 
-def _figure(entry: bytes, offset: int) -> float | None:
-    value: float = _F64.unpack_from(entry, offset)[0]
-    return None if value != value else value  # NaN stands for None
-
-
-class WindowEntry(bytes):
+class WindowEntry:
     """One answered request as the window keeps it: what ``summarize`` and ``window_rows``
-    read, packed in one bytes object (its strings and stage names are its kind's, shared).
+    read, its figures packed in one bytes object, its strings and stage names its kind's.
 
     Kept as ``RequestRecord`` objects, the window held 1 057 B per request with 8 stages (a
     fast-path answer) and 1 345 B with 12 (an LLM one): the request id, method and route,
-    a dict of stages, a float object per figure. As entries: 208 B and 240 B (tracemalloc,
+    a dict of stages, a float object per figure. As entries: 233 B and 265 B (tracemalloc,
     bytes kept per ``RecentRequests.add`` of a record nothing else keeps; the test
     ``test_an_entry_is_small`` bounds it). Figures read back equal to the record's (NaN
-    stands for None); an int given for a float figure reads back a float.
+    stands for None).
     """
 
-    __slots__ = ()
+    __slots__ = ("kind", "packed")
+
+    def __init__(self, kind: _Kind, packed: bytes) -> None:
+        self.kind = kind
+        self.packed = packed
 
     @classmethod
-    def of(cls, record: RequestRecord) -> WindowEntry:
+    def of(cls, record: RequestRecord, kinds: Kinds) -> WindowEntry:
+        """``record`` packed, its kind taken from ``kinds`` or added to it."""
         stages = record.stages_ms
-        code = _kind_code(record.tier, record.error, record.engine, tuple(stages))
+        key = (record.tier, record.error, record.engine, tuple(stages))
+        # get first: setdefault alone would build a Struct on every add.
+        kind = kinds.get(key) or kinds.setdefault(
+            key, _Kind(*key, struct.Struct(f"<{len(stages)}d"))
+        )
         head = _HEAD.pack(
             record.at,
             record.e2e_ms,
@@ -120,88 +103,41 @@ class WindowEntry(bytes):
             _packed(record.upstream_ttft_ms),
             _packed(record.turn),
             record.completion_tokens,
-            code,
         )
-        return cls(head + _KINDS[code].values.pack(*stages.values()))
-
-    @property
-    def _kind(self) -> _Kind:
-        code: int = _CODE.unpack_from(self, _CODE_AT)[0]
-        return _KINDS[code]
+        return cls(kind, head + kind.values.pack(*stages.values()))
 
     @property
     def at(self) -> float:
-        at: float = _F64.unpack_from(self, 0)[0]
+        at: float = _F64.unpack_from(self.packed)[0]
         return at
 
     @property
-    def e2e_ms(self) -> float:
-        e2e: float = _F64.unpack_from(self, 8)[0]
-        return e2e
-
-    @property
-    def ttft_ms(self) -> float | None:
-        return _figure(self, 16)
-
-    @property
-    def tpot_ms(self) -> float | None:
-        return _figure(self, 24)
-
-    @property
-    def queue_ms(self) -> float | None:
-        return _figure(self, 32)
-
-    @property
-    def prefill_ms(self) -> float | None:
-        return _figure(self, 40)
-
-    @property
-    def gateway_ms(self) -> float | None:
-        return _figure(self, 48)
-
-    @property
     def upstream_ttft_ms(self) -> float | None:
-        return _figure(self, 56)
-
-    @property
-    def turn(self) -> int | None:
-        turn = _figure(self, 64)
-        return None if turn is None else int(turn)
-
-    @property
-    def completion_tokens(self) -> int:
-        return int(_F64.unpack_from(self, 72)[0])
-
-    @property
-    def tier(self) -> str | None:
-        return self._kind.tier
+        value: float = _F64.unpack_from(self.packed, 56)[0]
+        return None if value != value else value  # NaN stands for None
 
     @property
     def error(self) -> str | None:
-        return self._kind.error
+        return self.kind.error
 
     @property
     def engine(self) -> str | None:
-        return self._kind.engine
-
-    @property
-    def stages_ms(self) -> dict[str, float]:
-        kind = self._kind
-        return dict(zip(kind.stages, kind.values.unpack_from(self, _HEAD.size), strict=True))
+        return self.kind.engine
 
 
 class RecentRequests:
     """Bounded by count and age, so memory stays flat under any load: an entry goes
-    once it is ``keep_seconds`` old or ``max_records`` newer ones came (about 200-250 B
+    once it is ``keep_seconds`` old or ``max_records`` newer ones came (about 230-270 B
     each, see ``WindowEntry``), whether or not anyone asks for a summary."""
 
     def __init__(self, keep_seconds: float = 900, max_records: int = 50_000) -> None:
         self.keep_seconds = keep_seconds
         self.entries: deque[WindowEntry] = deque(maxlen=max_records)
         self.samples: deque[LoadSample] = deque(maxlen=int(keep_seconds) + 1)
+        self.kinds: Kinds = {}
 
     def add(self, record: RequestRecord) -> None:
-        self.entries.append(WindowEntry.of(record))
+        self.entries.append(WindowEntry.of(record, self.kinds))
         # Aged out here, not only when /stats asks: without a dashboard open, the count
         # cap alone kept 50 000 records (~50 MB), filling for hours at a quiet shop's rate.
         self._drop_older_than(record.at - self.keep_seconds)
@@ -211,8 +147,8 @@ class RecentRequests:
             self.entries.popleft()
 
     def since(self, start: float) -> list[WindowEntry]:
-        unpack = _F64.unpack_from  # an entry starts with its ``at``
-        return [entry for entry in self.entries if unpack(entry)[0] >= start]
+        unpack = _F64.unpack_from  # not .at: no call per entry, /stats asks every few seconds
+        return [entry for entry in self.entries if unpack(entry.packed)[0] >= start]
 
     def sample(self, running: int, waiting: int, at: float | None = None) -> None:
         self.samples.append(LoadSample(time.time() if at is None else at, running, waiting))
@@ -276,9 +212,8 @@ def summarize(
             _,
             turn,
             completion,
-            code,
-        ) = _HEAD.unpack_from(entry)
-        kind = _KINDS[code]
+        ) = _HEAD.unpack_from(entry.packed)
+        kind = entry.kind
         step = buckets[min(count - 1, max(0, int((at - start) // bucket)))]
         step.requests += 1
         if kind.error is not None:
@@ -309,7 +244,7 @@ def summarize(
             step.tiers[kind.tier] += 1
         if turn == turn and ttft_ms == ttft_ms:
             by_turn.setdefault(int(turn), []).append(ttft_ms - waited)
-        stages = zip(kind.stages, kind.values.unpack_from(entry, _HEAD.size), strict=True)
+        stages = zip(kind.stages, kind.values.unpack_from(entry.packed, _HEAD.size), strict=True)
         if stage_totals:
             for stage, ms in stages:
                 stage_totals[stage] = ms + stage_totals.get(stage, 0)
