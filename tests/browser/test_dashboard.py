@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Page, Route, expect
 
 from kefu.observe.records import RequestRecord
-from kefu.observe.window import summarize
+from kefu.observe.window import WindowEntry, summarize
 from tests.browser.conftest import PageErrors
 
 pytestmark = pytest.mark.browser
@@ -115,22 +115,25 @@ def test_dashboard_waits_for_traffic_then_draws_gaps(
     # Three answers far apart: most buckets have null percentiles; stage keys out of order
     # and one stage the page does not know ("retry"), which goes last.
     stages = dict.fromkeys(reversed(PIPELINE), 1.0) | {"retry": 3.0, "decode": 40.0}
-    records = [
-        RequestRecord(
-            at=start + offset,
-            request_id=f"r{offset}",
-            method="POST",
-            route="/chat",
-            status=200,
-            e2e_ms=sum(stages.values()),
-            tier=tier,
-            ttft_ms=ttft,
-            completion_tokens=10,
-            stages_ms=stages,
+    entries = [
+        WindowEntry.of(
+            RequestRecord(
+                at=start + offset,
+                request_id=f"r{offset}",
+                method="POST",
+                route="/chat",
+                status=200,
+                e2e_ms=sum(stages.values()),
+                tier=tier,
+                ttft_ms=ttft,
+                completion_tokens=10,
+                stages_ms=stages,
+            ),
+            {},
         )
         for offset, ttft, tier in ((30, 150.25, "llm"), (120, 99.95, "faq"), (125, 2345.678, "llm"))
     ]
-    sparse = summarize(records, [], start=start, end=now, bucket=bucket)
+    sparse = summarize(entries, [], start=start, end=now, bucket=bucket)
     assert any(row["ttft_ms"]["p50"] is None for row in sparse["series"])
     served = {"body": idle}
 

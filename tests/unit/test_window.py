@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import math
+import random
+import tracemalloc
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from kefu.observe.records import RequestRecord
-from kefu.observe.window import LoadSample, RecentRequests, percentile, spread, summarize
+from kefu.observe.window import (
+    TIMEOUT_CODES,
+    LoadSample,
+    RecentRequests,
+    WindowEntry,
+    percentile,
+    spread,
+    summarize,
+)
 
 START = 1_000.0
 END = 1_060.0
@@ -57,7 +71,8 @@ def summary(
     *,
     bucket: float = 10.0,
 ) -> dict[str, Any]:
-    return summarize(records, samples or [], start=START, end=END, bucket=bucket)
+    entries = [WindowEntry.of(r, {}) for r in records]
+    return summarize(entries, samples or [], start=START, end=END, bucket=bucket)
 
 
 # --- percentiles ---
@@ -262,7 +277,7 @@ def test_summary_counts_only_the_window() -> None:
         recent.add(rec(now - age))
     assert recent.summary(window=300, bucket=5, now=now)["requests"] == 3
     assert recent.summary(window=60, bucket=5, now=now)["requests"] == 2
-    assert len(recent.records) == 4  # older than the window but within keep_seconds: kept
+    assert len(recent.entries) == 4  # older than the window but within keep_seconds: kept
 
 
 def test_old_records_are_dropped_after_keep_seconds() -> None:
@@ -272,7 +287,7 @@ def test_old_records_are_dropped_after_keep_seconds() -> None:
         recent.add(rec(now - age))
     s = recent.summary(window=100, bucket=10, now=now)
     assert s["requests"] == 2
-    assert [r.at for r in recent.records] == [now - 99, now - 1]
+    assert [r.at for r in recent.entries] == [now - 99, now - 1]
 
 
 def test_old_records_go_as_new_ones_come_without_a_summary() -> None:
@@ -281,8 +296,8 @@ def test_old_records_go_as_new_ones_come_without_a_summary() -> None:
     recent = RecentRequests(keep_seconds=100, max_records=1_000_000)
     for i in range(10_000):  # one a second, for 100 times the window
         recent.add(rec(START + i))
-    assert len(recent.records) == 101
-    assert recent.records[0].at == START + 10_000 - 1 - 100
+    assert len(recent.entries) == 101
+    assert recent.entries[0].at == START + 10_000 - 1 - 100
 
 
 def test_load_samples_in_the_window() -> None:
@@ -299,7 +314,7 @@ def test_records_are_bounded_by_count() -> None:
     recent = RecentRequests(max_records=3)
     for i in range(5):
         recent.add(rec(START + i))
-    assert [r.at for r in recent.records] == [START + 2, START + 3, START + 4]
+    assert [r.at for r in recent.entries] == [START + 2, START + 3, START + 4]
 
 
 def test_samples_are_bounded_by_keep_seconds() -> None:
@@ -307,3 +322,228 @@ def test_samples_are_bounded_by_keep_seconds() -> None:
     for i in range(30):
         recent.sample(running=i, waiting=0, at=START + i)
     assert len(recent.samples) == 11
+
+
+# --- the window's compact entries ---
+
+FIELDS = ["at", "error", "engine", "upstream_ttft_ms"]  # what the window's readers ask of an entry
+PIPELINE = ["auth", "limits", "parse", "session", "context", "route", "admission"]
+PIPELINE += ["queue", "prefill", "decode", "finish", "send"]
+
+
+def varied(seed: int, count: int, start: float = START) -> list[RequestRecord]:
+    """Records as the server makes them, and the odd ones: failures, missing figures, turns
+    past 256, tokens past 2**31, stages in another order, an engine pool."""
+    rng = random.Random(seed)
+
+    def ms(low: float, high: float, absent: float = 0.2) -> float | None:
+        return None if rng.random() < absent else round(rng.uniform(low, high), 3)
+
+    records = []
+    for i in range(count):
+        error = rng.choice([None] * 6 + ["queue_timeout", "overloaded", "engine_error"])
+        names = PIPELINE[: rng.randint(0, len(PIPELINE))]
+        if rng.random() < 0.2:
+            names = names[::-1]
+        engine = rng.choice([None, "gpu-a", "gpu-b"])
+        prefill = ms(1, 400)
+        records.append(
+            RequestRecord(
+                at=start + i * (END - START) / count + rng.random() * 1e-3,
+                request_id=f"{rng.getrandbits(128):032x}",
+                method="POST",
+                route=rng.choice(["/chat", "/v1/chat/completions"]),
+                status=200 if error is None else 503,
+                e2e_ms=round(rng.uniform(1, 9_000), 3),
+                tier=rng.choice(["llm", "faq", "cache", "handoff"]),
+                turn=rng.choice([None, 1, 2, 3, 300]),
+                error=error,
+                finish_reason=rng.choice([None, "stop", "length"]),
+                ttft_ms=ms(1, 2_000),
+                tpot_ms=ms(1, 60),
+                queue_ms=rng.choice([ms(0, 900), 0.0, -0.0]),
+                prefill_ms=prefill,
+                decode_ms=ms(1, 5_000),
+                gateway_ms=ms(0, 40),
+                prompt_tokens=rng.randint(0, 4_000),
+                completion_tokens=rng.choice([0, 1, rng.randint(2, 900), 2**40]),
+                cached_tokens=rng.randint(0, 4_000),
+                stages_ms={name: round(rng.uniform(0, 300), 3) for name in names},
+                engine=engine,
+                route_reason=None if engine is None else "affinity",
+                upstream_ttft_ms=prefill if engine is not None else None,
+            )
+        )
+    return records
+
+
+def test_an_entry_reads_back_its_record() -> None:
+    for record in varied(seed=1, count=300):
+        entry = WindowEntry.of(record, {})
+        for name in FIELDS:  # repr: the same type, sign of zero and order of stages too
+            assert repr(getattr(entry, name)) == repr(getattr(record, name)), name
+
+
+def test_summaries_of_entries_equal_those_of_records_byte_for_byte() -> None:
+    for seed in range(5):
+        records = varied(seed, count=400)
+        entries = [WindowEntry.of(r, {}) for r in records]
+        samples = [LoadSample(START + i, running=i % 4, waiting=i % 7) for i in range(60)]
+        for bucket in (1.0, 7.5, 60.0):
+            expected = summarize_records(records, samples, start=START, end=END, bucket=bucket)
+            got = summarize(entries, samples, start=START, end=END, bucket=bucket)
+            assert json.dumps(got) == json.dumps(expected)
+    nothing = summarize_records([], [], start=START, end=END, bucket=5.0)
+    assert json.dumps(summarize([], [], start=START, end=END, bucket=5.0)) == json.dumps(nothing)
+
+
+def test_the_window_summarises_as_its_records_would() -> None:
+    records = varied(seed=7, count=500, start=START + 240)
+    recent = RecentRequests(keep_seconds=900)
+    for record in records:
+        recent.add(record)
+    now = records[-1].at + 1
+    for window in (30.0, 300.0, 900.0):
+        inside = [r for r in records if r.at >= now - window]
+        expected = summarize_records(inside, [], start=now - window, end=now, bucket=window / 60)
+        got = recent.summary(window=window, bucket=window / 60, now=now)
+        assert json.dumps(got) == json.dumps(expected)
+
+
+def test_a_window_shares_its_kinds_and_keeps_them_to_itself() -> None:
+    one, other = RecentRequests(), RecentRequests()
+    for recent in (one, one, other):
+        recent.add(rec())
+    assert one.entries[0].kind is one.entries[1].kind
+    assert one.entries[0].kind is not other.entries[0].kind
+    assert len(one.kinds) == len(other.kinds) == 1
+
+
+def test_an_entry_is_small() -> None:
+    """A RequestRecord kept ~1 350 B with 12 stages; an entry 265 B (tracemalloc)."""
+    count = 2_000
+    records = [
+        RequestRecord(
+            at=START + i * 0.01,
+            request_id=f"{i:032x}",
+            method="POST",
+            route="/chat",
+            status=200,
+            e2e_ms=812.345 + i,
+            tier="llm",
+            turn=i % 40,
+            finish_reason="stop",
+            ttft_ms=210.5 + i,
+            tpot_ms=12.25,
+            queue_ms=3.5 + i,
+            prefill_ms=150.125,
+            decode_ms=600.0 + i,
+            gateway_ms=4.5,
+            prompt_tokens=1_800,
+            completion_tokens=300 + i,
+            stages_ms={name: 1.5 * n + i for n, name in enumerate(PIPELINE)},
+        )
+        for i in range(count)
+    ]
+    recent = RecentRequests()
+    recent.add(records[0])  # its kind, once
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for record in records[1:]:
+            recent.add(record)
+        per_entry = (tracemalloc.get_traced_memory()[0] - before) / (count - 1)
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    assert len(recent.entries) == count
+    assert per_entry < 350, per_entry  # generous: an object per figure or stage breaks it
+
+
+# --- the reference: summarize as it was over RequestRecords, before the window packed them ---
+
+
+def summarize_records(
+    records: Sequence[RequestRecord],
+    samples: Sequence[LoadSample],
+    *,
+    start: float,
+    end: float,
+    bucket: float,
+) -> dict[str, Any]:
+    span = max(end - start, 1e-9)
+    ok = [r for r in records if r.error is None]
+    errors = Counter(r.error for r in records if r.error is not None)
+    total_e2e = sum(r.e2e_ms for r in ok)
+    stage_totals: Counter[str] = Counter()
+    for r in ok:
+        stage_totals.update(r.stages_ms)
+    # TTFT less queue wait, by turn: what the prompt itself costs, whatever the load.
+    by_turn: dict[int, list[float]] = {}
+    for r in ok:
+        if r.turn is not None and r.ttft_ms is not None:
+            by_turn.setdefault(r.turn, []).append(r.ttft_ms - (r.queue_ms or 0))
+    return {
+        "window_s": round(span, 3),
+        "requests": len(records),
+        "errors": sum(errors.values()),
+        "timeouts": sum(n for code, n in errors.items() if code in TIMEOUT_CODES),
+        "errors_by_code": dict(errors),
+        "tiers": dict(Counter(r.tier for r in ok if r.tier)),
+        "requests_per_s": round(len(records) / span, 3),
+        "tokens_per_s": round(sum(r.completion_tokens for r in ok) / span, 3),
+        "ttft_ms": spread(r.ttft_ms for r in ok),
+        "e2e_ms": spread(r.e2e_ms for r in ok),
+        "tpot_ms": spread(r.tpot_ms for r in ok),
+        "queue_ms": spread(r.queue_ms for r in ok),
+        "prefill_ms": spread(r.prefill_ms for r in ok),
+        "gateway_ms": spread(r.gateway_ms for r in ok),
+        "queue_share": round(sum(r.queue_ms or 0 for r in ok) / total_e2e, 4) if ok else None,
+        "stage_share": {stage: round(ms / total_e2e, 4) for stage, ms in stage_totals.items()}
+        if total_e2e
+        else {},
+        "ttft_less_queue_by_turn": {
+            str(turn): {"count": len(v), "p50": percentile(v, 50)}
+            for turn, v in sorted(by_turn.items())
+        },
+        "load": {
+            "running_max": max((s.running for s in samples), default=0),
+            "waiting_max": max((s.waiting for s in samples), default=0),
+        },
+        "series": _series_of_records(records, samples, start, end, bucket),
+    }
+
+
+def _series_of_records(
+    records: Sequence[RequestRecord],
+    samples: Sequence[LoadSample],
+    start: float,
+    end: float,
+    bucket: float,
+) -> list[dict[str, Any]]:
+    count = max(1, math.ceil((end - start) / bucket))
+    grouped: list[list[RequestRecord]] = [[] for _ in range(count)]
+    for r in records:  # one pass: the dashboard asks every few seconds
+        grouped[min(count - 1, max(0, int((r.at - start) // bucket)))].append(r)
+    load: list[list[LoadSample]] = [[] for _ in range(count)]
+    for sample in samples:
+        load[min(count - 1, max(0, int((sample.at - start) // bucket)))].append(sample)
+    rows: list[dict[str, Any]] = []
+    for i, inside in enumerate(grouped):
+        ok = [r for r in inside if r.error is None]
+        rows.append(
+            {
+                "t": round(start + i * bucket, 3),
+                "requests": len(inside),
+                "errors": len(inside) - len(ok),
+                "tokens_per_s": round(sum(r.completion_tokens for r in ok) / bucket, 3),
+                "ttft_ms": spread(r.ttft_ms for r in ok),
+                "e2e_ms": spread(r.e2e_ms for r in ok),
+                "tiers": dict(Counter(r.tier for r in ok if r.tier)),
+                "waiting": max((s.waiting for s in load[i]), default=0),
+                "running": max((s.running for s in load[i]), default=0),
+            }
+        )
+    return rows

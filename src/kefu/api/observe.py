@@ -42,8 +42,7 @@ def _summary(request: Request) -> dict[str, object]:
     live = runtime.engine.stats().engines
     if live:  # a pool of remote engines: a row each
         since = time.time() - window
-        records = [r for r in runtime.observer.recent.records if r.at >= since]
-        summary |= with_live(window_rows(records), live)
+        summary |= with_live(window_rows(runtime.observer.recent.since(since)), live)
     return summary
 
 

@@ -14,17 +14,16 @@ from dataclasses import asdict
 from typing import Any
 
 from kefu.engine.base import UpstreamStats
-from kefu.observe.records import RequestRecord
-from kefu.observe.window import percentile
+from kefu.observe.window import WindowEntry, percentile
 
 SLOW_FACTOR = 1.5  # TTFT p50 over the other engines' median by this factor...
 SLOW_MIN_MS = 50.0  # ...and by this much, is slow
 SLOW_MIN_ANSWERS = 5
 
 
-def window_rows(records: Sequence[RequestRecord]) -> dict[str, dict[str, Any]]:
+def window_rows(records: Sequence[WindowEntry]) -> dict[str, dict[str, Any]]:
     """Per engine: answers, failures and upstream TTFT p50/p99 over the window."""
-    by_engine: dict[str, list[RequestRecord]] = {}
+    by_engine: dict[str, list[WindowEntry]] = {}
     for record in records:
         if record.engine is not None:
             by_engine.setdefault(record.engine, []).append(record)
