@@ -13,7 +13,9 @@ One run, one machine, the real bundled model. For each mode a fresh ``kefu serve
 Per turn it prints TTFT p50/p99 (client side: from sending to the first `token` event)
 and the mean prompt tokens from the `done` event's usage, for turns 1, 2, 5, 10 and 20
 (those that exist), and per mode the prefix reuse: cached / prompt tokens over all
-turns. A turn 20 / turn 2 TTFT ratio near 1 is the point of ``summary``. Customers
+turns. A turn 20 / turn 2 TTFT ratio near 1 is the point of ``summary``; one turn's
+p50 is ``--sessions`` samples, so it also prints turns 11-20 / turns 2-5 pooled over
+every session, and the memory's work as the server's ``/metrics`` counted it. Customers
 take ``--think`` seconds between a reply and their next message: the summary is built
 while no customer waits, so back-to-back turns (0) leave it little room.
 
