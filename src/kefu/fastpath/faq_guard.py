@@ -185,10 +185,14 @@ def unfamiliar_terms(
     return _unfamiliar(content_words(message, entities), vocabulary)
 
 
-def _unfamiliar(words: Sequence[str], vocabulary: Lexicon) -> list[str]:
+def _nearness_of_unused(words: Sequence[str], vocabulary: Lexicon) -> list[tuple[str, float]]:
+    """The words ``vocabulary`` does not use, each with how near it comes to one it does."""
     unused = [word for word in words if not uses(vocabulary, word)]
-    nearness = vocabulary.nearness_of(unused)
-    return [word for word, near in zip(unused, nearness, strict=True) if near < NEAR_ENOUGH]
+    return list(zip(unused, vocabulary.nearness_of(unused), strict=True))
+
+
+def _unfamiliar(words: Sequence[str], vocabulary: Lexicon) -> list[str]:
+    return [word for word, near in _nearness_of_unused(words, vocabulary) if near < NEAR_ENOUGH]
 
 
 def word_evidence(
@@ -202,14 +206,9 @@ def word_evidence(
     Google Drive, 借记卡 for 信用卡), where a paraphrase's own words stay near it."""
     topic = content_words(message)
     unknown = _unfamiliar(topic, kb_words)
-    unused = [word for word in topic if not uses(answer.vocabulary, word)]
-    nearness = answer.vocabulary.nearness_of(unused)
-    foreign = [
-        word
-        for word, near in zip(unused, nearness, strict=True)
-        if near < NEAR_ENOUGH and word not in unknown
-    ]
-    weakest = min(nearness, default=1.0)
+    unused = _nearness_of_unused(topic, answer.vocabulary)
+    foreign = [word for word, near in unused if near < NEAR_ENOUGH and word not in unknown]
+    weakest = min((near for _, near in unused), default=1.0)
     return len(unknown), len(foreign), min(max(weakest, 0.0), 1.0)
 
 

@@ -87,13 +87,13 @@ class MemoryKeeper:
         # The engine work a job awaits, per session: cancelled when the next fold is due.
         self._waits: dict[str, asyncio.Future[Any]] = {}
         # Counters for the docs' "engine time per turn" and the benchmark.
-        self.updates = 0  # folds (code)
+        self.folds = 0  # code only
         self.model_summaries = 0  # model summaries that replaced the quotes
         self.failures = 0
         self.summary_seconds = 0.0
 
     def work(self) -> MemoryWork:
-        return MemoryWork(self.updates, self.model_summaries, self.failures, self.summary_seconds)
+        return MemoryWork(self.folds, self.model_summaries, self.failures, self.summary_seconds)
 
     def turn_ended(self, session_id: str, turn: int, covered_turn: int) -> None:
         """Called after each turn, with what the prompt's memory covered; cheap when not due."""
@@ -183,7 +183,7 @@ class MemoryKeeper:
         folded = SessionMemory(quotes, facts, target, time.time())
         if not await self.store.save_memory(session_id, folded):
             return None  # the session was deleted meanwhile
-        self.updates += 1
+        self.folds += 1
         kept = [chat for number, chat in turns if number > target]
         return folded, memory.summary, newly, kept
 

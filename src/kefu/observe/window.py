@@ -196,7 +196,7 @@ def summarize(
     e2e, ttft, tpot, queue, prefill, gateway = (array("d") for _ in range(6))
     queue_or_0 = array("d")
     tokens = 0
-    stage_totals: dict[str, float] = {}
+    stage_totals: Counter[str] = Counter()
     # TTFT less queue wait, by turn: what the prompt itself costs, whatever the load.
     by_turn: dict[int, list[float]] = {}
     # One pass, each entry unpacked once: the dashboard asks every few seconds.
@@ -244,12 +244,8 @@ def summarize(
             step.tiers[kind.tier] += 1
         if turn == turn and ttft_ms == ttft_ms:
             by_turn.setdefault(int(turn), []).append(ttft_ms - waited)
-        stages = zip(kind.stages, kind.values.unpack_from(entry.packed, _HEAD.size), strict=True)
-        if stage_totals:
-            for stage, ms in stages:
-                stage_totals[stage] = ms + stage_totals.get(stage, 0)
-        else:  # as Counter.update does into an empty counter: the values as they are
-            stage_totals.update(stages)
+        stages = kind.values.unpack_from(entry.packed, _HEAD.size)
+        stage_totals.update(dict(zip(kind.stages, stages, strict=True)))
     total_e2e = sum(e2e)
     ok = len(e2e)
     return {
