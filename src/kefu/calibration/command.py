@@ -12,18 +12,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kefu.calibration.features import Findings, negation_differs
-from kefu.calibration.fit import fit, probe_once
+from kefu.calibration.fit import fit
 from kefu.calibration.model import CALIBRATION_FILE, CURVE_TARGETS, Calibration, Point
 from kefu.calibration.probes import fingerprint, make_probes
-from kefu.fastpath.faq_guard import faq_objection, word_evidence
 from kefu.knowledge.base import KnowledgeBase
-from kefu.knowledge.entries import KbEntry, answer_key
+from kefu.knowledge.entries import answer_key
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, SecondLook
+from kefu.service.decision import observe
 
-# The first look's search depth, as the fast path's router asks for.
-SEARCH_HITS = 64
 EMBED_BATCH = 32
 
 Progress = Callable[[int, int], None]
@@ -99,21 +96,14 @@ def calibrate_kb(
     probes = make_probes(entries)
     show = progress("calibrating")
 
-    def judge(text: str, entry: KbEntry) -> Findings:
-        answer = kb.answer(entry)
-        objection = faq_objection(
-            text, entry, kb_words=kb.vocabulary, answer=answer, catalogue=kb.catalogue
-        )
-        unknown, foreign, weakest = word_evidence(text, kb.vocabulary, answer)
-        negated = negation_differs(text, entry.question)
-        return Findings(objection, unknown, foreign, negated, weakest)
-
     observations = []
     for start in range(0, len(probes), EMBED_BATCH):
         chunk = probes[start : start + EMBED_BATCH]
         vectors = look.model.embed_queries([probe.text for probe in chunk])
         for probe, vector in zip(chunk, vectors, strict=True):
-            observations.append(probe_once(kb, look, probe, vector, judge, hits=SEARCH_HITS))
+            # The server's background fit does exactly this (``observe``): the same
+            # evidence, so the CLI's curve is the one the server would fit.
+            observations.append(observe(kb, look, probe, vector))
         show(len(observations), len(probes))
     return fit(observations, target, fingerprint(entries))
 
