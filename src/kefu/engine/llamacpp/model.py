@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Sequence
-from functools import lru_cache
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,51 @@ from kefu.engine.bundled import ModelLoadError
 # llama.cpp logs through this logger; below ERROR it floods stderr at every load.
 logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
 
+# Tokens the tokenizer's memo keeps (~36 B each as a tuple of ints: ~1 MiB). Bounded by
+# tokens, not prompts: 256 prompts of a long conversation each were ~20 MiB, and the soak
+# saw the memo still growing at minute 30 as conversations lengthened.
+TOKEN_MEMO_TOKENS = 32_768
+
 # ChatML, for GGUF files that carry no template of their own.
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+class TokenMemo:
+    """The most recently tokenised texts, at most ``budget`` tokens in all, safe from any
+    thread. A request's prompt is tokenised twice (counted at admission, then read by the
+    engine), and the engine's warm-up renders the same prefix again."""
+
+    def __init__(self, tokenize: Callable[[str], tuple[int, ...]], budget: int) -> None:
+        self._tokenize = tokenize
+        self.budget = budget
+        self.tokens = 0
+        self._entries: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> tuple[int, ...]:
+        with self._lock:
+            tokens = self._entries.get(text)
+            if tokens is not None:
+                self._entries.move_to_end(text)
+                return tokens
+        tokens = self._tokenize(text)
+        if len(tokens) > self.budget:
+            return tokens
+        with self._lock:
+            if text not in self._entries:
+                self._entries[text] = tokens
+                self.tokens += len(tokens)
+            while self.tokens > self.budget:
+                _, dropped = self._entries.popitem(last=False)
+                self.tokens -= len(dropped)
+        return tokens
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class LlamaModel:
@@ -52,7 +92,7 @@ class LlamaModel:
             eos_token=self._token_text(llama_cpp.llama_vocab_eos(self.vocab)),
             bos_token=self._token_text(llama_cpp.llama_vocab_bos(self.vocab)),
         )
-        self.tokenize = lru_cache(maxsize=256)(self._tokenize)
+        self.tokenize = TokenMemo(self._tokenize, TOKEN_MEMO_TOKENS)
 
     @property
     def model_id(self) -> str:
