@@ -59,6 +59,10 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
             *("--first-token-timeout", str(FIRST_TOKEN_TIMEOUT)),
             *("--breaker-failures", "2", "--breaker-cooldown", "1"),
             *("--engine-check-interval", "0.5", "--no-fast-path", "--parallel", "16"),
+            # Failover is judged here, not admission: on a busy 2-core box six prompts at
+            # once take longer than the default 2 s SLO to read, and some would (rightly)
+            # be refused before any engine saw them.
+            *("--ttft-slo", "60"),
             *("--max-tokens", str(MAX_TOKENS)),
         ]
         with running_kefu(base / "front", *front_flags) as front:

@@ -67,7 +67,7 @@ async def hold_the_only_slot(
 def slow_engine_measured(runtime: Runtime) -> None:
     """As if a request had held its slot 10 s, its first token after 1 s."""
     runtime.admission.rate.record(Hold(granted=0.0), released=10.0)
-    runtime.admission.rate.first_token.add(1.0)
+    runtime.admission.rate.prefill.add(1.0)
 
 
 async def test_chat_overflow_is_a_busy_answer_with_suggestions(
@@ -133,7 +133,7 @@ async def test_chat_overflow_is_a_busy_answer_with_suggestions(
         # The session lock was released: the next turn (engine fast again) is served.
         for _ in range(20):
             runtime.admission.rate.record(Hold(granted=0.0), released=0.0)
-            runtime.admission.rate.first_token.add(0.0)
+            runtime.admission.rate.prefill.add(0.0)
         response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
         assert response.status_code == 200
         assert parse_sse(response.text)[-1].event == "done"

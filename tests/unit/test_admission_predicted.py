@@ -45,7 +45,7 @@ def test_prediction_is_the_line_ahead_over_the_completion_rate() -> None:
     rate = ServiceRate(weight=1.0)
     assert rate.predicted_ttft(ahead=0, slots=4, slot_free=False) is None
     rate.record(Hold(granted=10.0), released=18.0)  # 8 s held
-    rate.first_token.add(0.5)  # 0.5 s to the first token
+    rate.prefill.add(0.5)  # 0.5 s to read a prompt
     # A free slot: only the first token's wait.
     assert rate.predicted_ttft(ahead=5, slots=4, slot_free=True) == 0.5
     # All busy: a slot frees every 8/4 = 2 s; third in line starts after 3 of them.
@@ -59,7 +59,8 @@ async def test_before_any_completion_the_oldest_running_age_stands_in() -> None:
     gate = asyncio.Event()
 
     async def hold() -> None:
-        async with admission.slot():
+        async with admission.slot() as held:
+            admission.first_token(held)  # prompts read at once: only the service is unknown
             await gate.wait()
 
     running = [asyncio.create_task(hold()) for _ in range(2)]
@@ -75,6 +76,65 @@ async def test_before_any_completion_the_oldest_running_age_stands_in() -> None:
     gate.set()
     await asyncio.gather(*running, waiting)
     assert admission.rate.completed == 3
+
+
+async def test_free_slots_do_not_help_while_the_engine_reads_prompts_ahead() -> None:
+    """Eight requests let into eight free slots got their first tokens 0.9 s apart on the
+    2-core box: the prompts ahead count, not only the slots."""
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    await complete(admission, clock, service=5.0, first=0.9)  # one prompt read in 0.9 s
+    assert admission.rate.prefill.value == pytest.approx(0.9)
+    gate = asyncio.Event()
+
+    async def unread() -> None:
+        async with admission.slot():
+            await gate.wait()
+
+    running = [asyncio.create_task(unread())]
+    await asyncio.sleep(0)
+    assert admission.predicted_ttft() == pytest.approx(2 * 0.9)  # one prompt ahead, then its own
+    running.append(asyncio.create_task(unread()))
+    await asyncio.sleep(0)
+    assert admission.reading == 2
+    # Six slots are free, but two prompts are ahead: 3 x 0.9 s > 2 s.
+    with pytest.raises(Overloaded) as info:
+        async with admission.slot():
+            pytest.fail("must not be admitted")
+    assert info.value.retry_after == 1.0
+    assert admission.running == 2
+    gate.set()
+    await asyncio.gather(*running)
+    # Nothing left to read: an idle engine takes the next request, whatever it measured.
+    admission.rate.prefill.add(60.0)
+    async with admission.slot():
+        assert admission.running == 1
+
+
+async def test_a_prompt_read_longer_than_the_rate_says_raises_the_estimate() -> None:
+    """A stalled engine is not described by its past: the prompt being read is a floor."""
+    clock = Clock()
+    admission = Admission(slots=4, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    await complete(admission, clock, service=1.0, first=0.1)
+    async with admission.slot():
+        assert admission.predicted_ttft() == pytest.approx(0.2)
+        clock.now += 1.5  # its first token is 1.5 s late
+        assert admission.predicted_ttft() == pytest.approx(3.0)
+        assert isinstance(admission.refusal(), Overloaded)
+
+
+async def test_a_prompt_read_after_the_one_before_it_counts_from_that_one() -> None:
+    """Prompts are read one after another: the second's sample starts at the first's token."""
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=None, clock=clock)
+    admission.rate.prefill.weight = 1.0  # the last sample alone
+    async with admission.slot() as first, admission.slot() as second:
+        clock.now += 0.9
+        admission.first_token(first)
+        assert admission.rate.prefill.value == pytest.approx(0.9)
+        clock.now += 0.8
+        admission.first_token(second)
+        assert admission.rate.prefill.value == pytest.approx(0.8)  # not 1.7
 
 
 async def test_no_rate_yet_the_bounded_line_decides() -> None:
@@ -207,10 +267,10 @@ async def test_the_first_token_is_measured_when_it_comes_not_at_the_end() -> Non
     async with admission.slot() as hold:
         clock.now += 0.7
         admission.first_token(hold)
-        assert admission.rate.first_token.value == pytest.approx(0.7)
+        assert admission.rate.prefill.value == pytest.approx(0.7)
         clock.now += 5.0
         admission.first_token(hold)  # later tokens are not first tokens
-        assert admission.rate.first_token.value == pytest.approx(0.7)
+        assert admission.rate.prefill.value == pytest.approx(0.7)
         assert admission.rate.completed == 0
     assert admission.rate.completed == 1
 
