@@ -24,8 +24,7 @@ class LimitSettings(SettingsGroup):
         "predicted",
         description="How the LLM path admits requests: 'predicted' refuses at once (503 + "
         "Retry-After; on /chat a 'busy' answer with the nearest FAQ entries) a request whose "
-        "first token the engine's measured rates (how long a request holds its slot, how long "
-        "a prompt takes to read, and the prompts ahead) put past --ttft-slo; 'queue' only "
+        "first token the engine's measured service rate puts past --ttft-slo; 'queue' only "
         "bounds the line (--max-queue, --queue-timeout).",
     )
     ttft_slo: float = Field(
