@@ -165,12 +165,7 @@ class Admission:
         slot_free = self._free > 0 and not self._waiters
         oldest = min((h.granted for h in self._holds), default=None)
         unread = [h.granted for h in self._holds if h.first_token is None]
-        read_so_far = None
-        if unread:
-            # The prompt being read started when its request was let in, or when the one
-            # before it was read, whichever came later.
-            started = max(min(unread), self._last_first_token or min(unread))
-            read_so_far = now - started
+        read_so_far = now - self._reading_since(min(unread)) if unread else None
         return self.rate.predicted_ttft(
             ahead=self.waiting,
             slots=self.slots,
@@ -185,9 +180,15 @@ class Admission:
         the request was let in or since the previous prompt was read, whichever is later."""
         if hold.first_token is None:
             hold.first_token = now = self.clock()
-            started = max(hold.granted, self._last_first_token or hold.granted)
-            self.rate.prefill.add(now - started)
+            self.rate.prefill.add(now - self._reading_since(hold.granted))
             self._last_first_token = now
+
+    def _reading_since(self, granted: float) -> float:
+        """When the engine began reading the prompt of a request let in at ``granted``: then,
+        or when the prompt before it was read, whichever came later."""
+        if self._last_first_token is None:
+            return granted
+        return max(granted, self._last_first_token)
 
     def refusal(self) -> Unavailable | None:
         """What a request arriving now would be refused with at once (Overloaded,
