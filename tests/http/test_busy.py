@@ -65,9 +65,11 @@ async def hold_the_only_slot(
 
 
 def slow_engine_measured(runtime: Runtime) -> None:
-    """As if a request had held its slot 10 s, its first token after 1 s."""
+    """As if requests had held their slots 10 s, their first tokens after 1 s each (a
+    steady engine: no spread in the prompts' reading)."""
     runtime.admission.rate.record(Hold(granted=0.0), released=10.0)
     runtime.admission.rate.prefill.add(1.0)
+    runtime.admission.rate.prefill.deviation = 0.0
 
 
 async def test_chat_overflow_is_a_busy_answer_with_suggestions(

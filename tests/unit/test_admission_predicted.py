@@ -22,6 +22,11 @@ class Clock:
         return self.now
 
 
+def steady(admission: Admission) -> None:
+    """An engine whose prompts all read alike: no spread, the estimate is the mean."""
+    admission.rate.prefill.deviation = 0.0
+
+
 async def complete(admission: Admission, clock: Clock, *, service: float, first: float) -> None:
     """One request that holds its slot ``service`` seconds, its first token at ``first``."""
     async with admission.slot() as hold:
@@ -41,11 +46,23 @@ def test_ewma_starts_at_the_first_sample_and_follows() -> None:
     assert mean.value == 1.5
 
 
+def test_ewma_upper_bound_allows_for_the_spread_seen() -> None:
+    mean = Ewma(weight=0.5)
+    assert mean.upper is None
+    mean.add(4.0)  # one sample: a spread of half of it is assumed (RFC 6298)
+    assert (mean.value, mean.deviation, mean.upper) == (4.0, 2.0, 8.0)
+    mean.add(4.0)  # the same again: the assumed spread halves
+    assert (mean.deviation, mean.upper) == (1.0, 6.0)
+    mean.add(8.0)  # 4 over the mean: the spread grows, the bound more than the mean
+    assert (mean.value, mean.deviation, mean.upper) == (6.0, 2.5, 11.0)
+
+
 def test_prediction_is_the_line_ahead_over_the_completion_rate() -> None:
     rate = ServiceRate(weight=1.0)
     assert rate.predicted_ttft(ahead=0, slots=4, slot_free=False) is None
     rate.record(Hold(granted=10.0), released=18.0)  # 8 s held
-    rate.prefill.add(0.5)  # 0.5 s to read a prompt
+    rate.prefill.add(0.5)  # 0.5 s to read a prompt, twice: no spread
+    rate.prefill.add(0.5)
     # A free slot: only the first token's wait.
     assert rate.predicted_ttft(ahead=5, slots=4, slot_free=True) == 0.5
     # All busy: a slot frees every 8/4 = 2 s; third in line starts after 3 of them.
@@ -85,6 +102,7 @@ async def test_free_slots_do_not_help_while_the_engine_reads_prompts_ahead() -> 
     admission = Admission(slots=8, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
     await complete(admission, clock, service=5.0, first=0.9)  # one prompt read in 0.9 s
     assert admission.rate.prefill.value == pytest.approx(0.9)
+    steady(admission)
     gate = asyncio.Event()
 
     async def unread() -> None:
@@ -116,6 +134,7 @@ async def test_a_prompt_read_longer_than_the_rate_says_raises_the_estimate() -> 
     clock = Clock()
     admission = Admission(slots=4, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
     await complete(admission, clock, service=1.0, first=0.1)
+    steady(admission)
     async with admission.slot():
         assert admission.predicted_ttft() == pytest.approx(0.2)
         clock.now += 1.5  # its first token is 1.5 s late
@@ -137,21 +156,40 @@ async def test_a_prompt_read_after_the_one_before_it_counts_from_that_one() -> N
         assert admission.rate.prefill.value == pytest.approx(0.8)  # not 1.7
 
 
-async def test_no_rate_yet_the_bounded_line_decides() -> None:
+async def test_no_service_time_yet_the_bounded_line_decides() -> None:
     clock = Clock()
-    admission = Admission(slots=1, max_waiting=0, timeout=10, ttft_slo=0.001, clock=clock)
-    assert admission.predicted_ttft() is None
-    async with admission.slot():
+    admission = Admission(slots=1, max_waiting=0, timeout=10, ttft_slo=60.0, clock=clock)
+    async with admission.slot() as hold:
+        admission.first_token(hold)  # read at once: nothing predicts a long wait
         with pytest.raises(QueueFull):
             async with admission.slot():
                 pytest.fail("must not be admitted")
     assert admission.refused == {"overloaded": 0, "queue_full": 1, "queue_timeout": 0}
 
 
+async def test_a_spread_in_prompt_reading_widens_the_estimate() -> None:
+    """By its mean alone a request near the SLO's edge misses it whenever a prompt ahead
+    reads slowly: the estimate allows for the spread seen."""
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=64, timeout=10, ttft_slo=2.0, clock=clock)
+    for first in (0.6, 0.6, 0.6, 0.6, 0.6, 0.6):
+        await complete(admission, clock, service=1.0, first=first)
+    async with admission.slot():
+        assert admission.refusal() is None  # steady 0.6 s: 0.6 ahead + 0.6 fits 2 s
+    await complete(admission, clock, service=1.0, first=1.4)
+    mean, spread = admission.rate.prefill.value, admission.rate.prefill.deviation
+    assert mean is not None
+    assert 2 * mean < 2.0  # by the mean it would still fit
+    async with admission.slot():
+        assert admission.predicted_ttft() == pytest.approx(2 * (mean + 2 * spread))
+        assert isinstance(admission.refusal(), Overloaded)
+
+
 async def test_refuses_at_once_what_cannot_start_within_the_slo() -> None:
     clock = Clock()
     admission = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=3.0, clock=clock)
     await complete(admission, clock, service=4.0, first=0.5)  # slot frees every 2 s
+    steady(admission)
     assert admission.predicted_ttft() == 0.5  # a slot is free
 
     entered: list[int] = []
@@ -251,7 +289,8 @@ async def test_with_an_slo_nobody_waits_longer_than_it() -> None:
     """A wrong prediction costs the customer the SLO, not --queue-timeout."""
     admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05)
     assert admission.wait_limit == 0.05
-    async with admission.slot():
+    async with admission.slot() as hold:
+        admission.first_token(hold)  # read at once: the line looks short
         with pytest.raises(QueueTimeout) as info:
             async with admission.slot():
                 pytest.fail("must not be admitted")

@@ -1,13 +1,15 @@
 """The HTTP side of a bench: the target, a preflight check, and one timed streaming request.
 
-One ``httpx.AsyncClient`` carries every request of a run. It ignores proxy variables
-(``trust_env=False``) and follows no redirects: traffic goes only to the URL given.
+A run's requests go through a few ``httpx.AsyncClient`` (``Clients``), a session always
+through the same one. They ignore proxy variables (``trust_env=False``) and follow no
+redirects: traffic goes only to the URL given.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -72,15 +74,41 @@ def parse_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def make_client(timeout: float) -> httpx.AsyncClient:
+def make_client(timeout: float, verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:
     # No connection limit: a pool that made requests wait would add client-side queueing
     # to TTFT. Concurrency is bounded by the load generator instead.
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
+        verify=verify if verify is not None else httpx.create_ssl_context(),
         trust_env=False,
         follow_redirects=False,
     )
+
+
+# httpcore's pool scans all its connections for each request it places (O(connections x
+# requests), encode/httpcore#1035). One pool for 100 users spent 5.3 s of a 12 s run's CPU
+# there, and refusals the server sent within 60 ms were timed at up to 2 s: the generator,
+# not the server, was measured. Spread over 32 pools, 100 users keep ~3 connections each.
+CLIENT_SHARDS = 32
+
+
+class Clients:
+    """A run's HTTP clients, ``shards`` of them sharing one TLS context; a session always
+    uses the same one, as a customer keeps a connection."""
+
+    def __init__(self, timeout: float, shards: int = CLIENT_SHARDS) -> None:
+        verify = httpx.create_ssl_context()
+        self._clients = [make_client(timeout, verify) for _ in range(shards)]
+
+    def for_session(self, index: int) -> httpx.AsyncClient:
+        return self._clients[index % len(self._clients)]
+
+    async def __aenter__(self) -> Clients:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await asyncio.gather(*(client.aclose() for client in self._clients))
 
 
 def _reason(exc: httpx.HTTPError) -> str:

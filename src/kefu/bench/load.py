@@ -18,9 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Literal
 
-import httpx
-
-from kefu.bench.client import Clock, Conversation, Target, send
+from kefu.bench.client import Clients, Clock, Conversation, Target, send
 from kefu.bench.record import RequestRecord
 from kefu.bench.workload import Workload
 
@@ -78,13 +76,13 @@ class Level:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        clients: Clients,
         target: Target,
         workload: Workload,
         plan: LevelPlan,
         clock: Clock,
     ) -> None:
-        self.client = client
+        self.clients = clients
         self.target = target
         self.workload = workload
         self.plan = plan
@@ -144,7 +142,7 @@ class Level:
             state.in_flight += 1
             try:
                 await send(
-                    self.client,
+                    self.clients.for_session(index),
                     conversation,
                     message,
                     record,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kefu.bench.client import Clock, Target, make_client, preflight
+from kefu.bench.client import Clients, Clock, Target, preflight
 from kefu.bench.knee import MAX_GROWTH, Knee, LevelPoint, find_knee
 from kefu.bench.load import Level, LevelPlan, LevelState, Mode
 from kefu.bench.metrics import Summary, split, summarize, tier_of, turn_of, window
@@ -91,8 +91,8 @@ async def run_bench(config: BenchConfig, progress: Progress | None = None) -> Be
     started_at = time.time()
     workload = Workload(config.workload)
     results: list[LevelResult] = []
-    async with make_client(config.timeout) as client:
-        target = await preflight(client, config.target)
+    async with Clients(config.timeout) as clients:
+        target = await preflight(clients.for_session(0), config.target)
         for index, load in enumerate(config.levels):
             if index:
                 await asyncio.sleep(SETTLE_S)
@@ -105,7 +105,7 @@ async def run_bench(config: BenchConfig, progress: Progress | None = None) -> Be
                 timeout=config.timeout,
                 seed=config.workload.seed,
             )
-            level = Level(client, target, workload, plan, clock)
+            level = Level(clients, target, workload, plan, clock)
             if progress is not None:
                 progress.level_started(plan)
             records = await _with_ticks(level, progress, clock)

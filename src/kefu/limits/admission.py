@@ -18,15 +18,17 @@ and fake engines):
   engine that reads prompts side by side (vLLM) the later first tokens come close behind
   the earlier ones, and ``prefill`` falls to match.
 
-Predicted: ``max(slot wait, prompts ahead x prefill) + prefill``. Over the SLO, the request
-is refused at once (``Overloaded``) with a ``Retry-After`` of the excess: by then the line
-ahead has drained that much. A prompt still being read stands in for the rates while it
-takes longer than they say (a stalled engine is not described by its past), and before a
-first completion the age of the oldest running request stands in for the service time (a
-burst at start would otherwise wait out --queue-timeout: the soak saw it). An engine with
-a free slot and no prompt to read always takes the request: a rate measured while it was
-busy must not lock an idle engine out. The bounded line (``max_waiting``) is always a hard
-cap. Policy ``queue`` is the bounded line alone.
+Predicted: ``max(slot wait, prompts ahead x prefill) + prefill``, with ``prefill`` taken
+at its mean plus two mean deviations (``Ewma.upper``): judged by its mean alone, a request
+admitted near the SLO's edge missed it whenever a prompt ahead read slowly. Over the SLO,
+the request is refused at once (``Overloaded``) with a ``Retry-After`` of the excess: by
+then the line ahead has drained that much. A prompt still being read stands in for the
+rates while it takes longer than they say (a stalled engine is not described by its
+past), and before a first completion the age of the oldest running request stands in for
+the service time (a burst at start would otherwise wait out --queue-timeout: the soak saw
+it). An engine with a free slot and no prompt to read always takes the request: a rate
+measured while it was busy must not lock an idle engine out. The bounded line
+(``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 (with an SLO: no longer than the SLO) fails with QueueTimeout. Slots are handed over
@@ -51,18 +53,34 @@ AdmissionPolicy = Literal["predicted", "queue"]
 EWMA_WEIGHT = 0.2
 
 
+# How far above its mean a prompt's reading is judged to run: the mean plus two mean
+# deviations, as TCP's retransmit timer allows for the spread of round trips (RFC 6298).
+# Two mean deviations of a roughly normal spread is about 1.6 sigma, near the 95th percentile:
+# a prompt admitted at the SLO's edge by its mean alone misses it about half the time.
+DEVIATIONS = 2.0
+
+
 class Ewma:
-    """An exponentially weighted mean; None until the first sample."""
+    """An exponentially weighted mean and mean deviation; None until the first sample."""
 
     def __init__(self, weight: float = EWMA_WEIGHT) -> None:
         self.weight = weight
         self.value: float | None = None
+        self.deviation = 0.0
 
     def add(self, sample: float) -> None:
         sample = max(sample, 0.0)
-        self.value = (
-            sample if self.value is None else self.value + self.weight * (sample - self.value)
-        )
+        if self.value is None:
+            # RFC 6298's start: half the first sample, a spread not yet seen is not zero.
+            self.value, self.deviation = sample, sample / 2
+            return
+        self.deviation += self.weight * (abs(sample - self.value) - self.deviation)
+        self.value += self.weight * (sample - self.value)
+
+    @property
+    def upper(self) -> float | None:
+        """The mean plus DEVIATIONS mean deviations: what a sample is not likely to exceed."""
+        return None if self.value is None else self.value + DEVIATIONS * self.deviation
 
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
@@ -104,7 +122,7 @@ class ServiceRate:
         service time before any completion; ``read_so_far``: how long the prompt being read
         has taken, a floor under ``prefill``. None when there is no evidence at all."""
         service = self.service.value if self.service.value is not None else oldest_running
-        prefill = self.prefill.value
+        prefill = self.prefill.upper
         if read_so_far is not None:
             prefill = max(prefill or 0.0, read_so_far)
         if service is None and prefill is None:
