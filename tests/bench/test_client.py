@@ -16,6 +16,7 @@ import pytest
 
 from kefu.api.sse import sse_event
 from kefu.bench.client import (
+    Clients,
     Conversation,
     Target,
     TargetError,
@@ -307,3 +308,15 @@ async def test_preflight_unreachable() -> None:
     async with make_client(2.0) as client:
         with pytest.raises(TargetError, match=r"cannot reach .*connection failed"):
             await preflight(client, target)
+
+
+async def test_sessions_keep_one_client_and_the_clients_share_the_load() -> None:
+    """One httpx pool for 100 users spent the generator's CPU in its own bookkeeping
+    (encode/httpcore#1035): sessions are spread over a few clients, each keeping its own."""
+    async with Clients(timeout=2.0, shards=4) as clients:
+        assert clients.for_session(7) is clients.for_session(7)
+        used = {id(clients.for_session(i)) for i in range(100)}
+        assert len(used) == 4
+        kept = clients.for_session(0)
+        assert not kept.is_closed
+    assert kept.is_closed  # every client closes with the run

@@ -47,8 +47,8 @@ def test_ewma_starts_at_the_first_sample_and_follows() -> None:
 
 
 def test_ewma_upper_bound_allows_for_the_spread_seen() -> None:
+    assert Ewma().upper is None
     mean = Ewma(weight=0.5)
-    assert mean.upper is None
     mean.add(4.0)  # one sample: a spread of half of it is assumed (RFC 6298)
     assert (mean.value, mean.deviation, mean.upper) == (4.0, 2.0, 8.0)
     mean.add(4.0)  # the same again: the assumed spread halves
@@ -318,8 +318,9 @@ async def test_check_refuses_now_what_slot_would_and_takes_nothing() -> None:
     clock = Clock()
     admission = Admission(slots=1, max_waiting=4, timeout=10, ttft_slo=2.0, clock=clock)
     assert admission.refusal() is None
-    admission.check()  # a free slot: nothing to refuse, and nothing taken
+    ticket = admission.check()  # a free slot: nothing to refuse, and no slot taken
     assert admission.running == 0
+    admission.release(ticket)
     await complete(admission, clock, service=10.0, first=1.0)
     async with admission.slot():
         refusal = admission.refusal()
@@ -330,3 +331,36 @@ async def test_check_refuses_now_what_slot_would_and_takes_nothing() -> None:
         assert admission.refused["overloaded"] == 1
         assert admission.running == 1
         assert admission.waiting == 0
+
+
+async def test_a_ticket_counts_as_a_prompt_ahead_until_its_slot_takes_it() -> None:
+    """A burst all passed the door before the first took its slot, built its prompts, and
+    was refused at the slots: a request let through counts at once."""
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=64, timeout=10, ttft_slo=2.0, clock=clock)
+    await complete(admission, clock, service=5.0, first=0.9)
+    steady(admission)
+    first = admission.check()  # an idle engine: let through
+    second = admission.check()  # one prompt ahead: 0.9 + 0.9 s fits 2 s
+    assert admission.reading == 2
+    with pytest.raises(Overloaded):  # two ahead: 2.7 s
+        admission.check()
+    async with admission.slot(first):  # judged at the door, not anew (anew: refused)
+        assert admission.running == 1
+        assert admission.reading == 2  # its prompt unread, and the second's ticket
+        admission.release(second)  # the second's client left before its slot
+        assert admission.reading == 1
+    assert admission.refused["overloaded"] == 1
+
+
+async def test_the_door_gives_back_a_ticket_whose_request_ends_before_its_slot() -> None:
+    admission = Admission(slots=1, max_waiting=0, timeout=10, ttft_slo=2.0)
+    with contextlib.suppress(KeyError), admission.door():
+        assert admission.reading == 1
+        raise KeyError("the prompt could not be built")
+    assert admission.reading == 0
+    with admission.door() as ticket:
+        async with admission.slot(ticket):
+            assert admission.reading == 1  # the hold's prompt, the ticket gone
+        admission.release(ticket)  # taken already: nothing to give back
+    assert admission.reading == 0

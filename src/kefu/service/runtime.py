@@ -16,13 +16,14 @@ from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationReques
 from kefu.errors import EngineNotReady, EngineUnavailable, KefuError, NotFound, UpstreamError
 from kefu.fastpath.hours import ServiceHours
 from kefu.knowledge.embedder import Vectors
-from kefu.limits.admission import Admission, Hold
+from kefu.limits.admission import Admission, Hold, Ticket
 from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import LoadSnapshot
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
 from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
+from kefu.service.first_prompt import time_a_first_prompt
 from kefu.service.handoff import availability, waiting_plan
 from kefu.service.plan import Plan
 from kefu.service.replication import Replication
@@ -149,10 +150,19 @@ class Runtime:
         if self.background:
             await asyncio.gather(*self.background, return_exceptions=True)
 
-    async def start_engine(self) -> None:
+    async def start_engine(self, fast_path_started: asyncio.Task[None] | None = None) -> None:
+        """Start the engine; the embedded one then reads a first turn's prompt
+        (``first_prompt.py``), with this shop's passages once ``fast_path_started`` ends."""
         started = time.perf_counter()
         try:
             await self.engine.start()
+            if self.settings.warmup and self.settings.engine_kind == "llamacpp":
+                await time_a_first_prompt(
+                    self.engine,
+                    self.admission,
+                    persona=self.settings.persona,
+                    passages=await self._first_passages(fast_path_started),
+                )
         except Exception as exc:
             self.load_error = str(exc) or type(exc).__name__
             log.error("the engine failed to start: %s", self.load_error)
@@ -164,6 +174,19 @@ class Runtime:
             self.engine.model_id,
             self.settings.parallel,
             self.engine.context_window,
+        )
+
+    async def _first_passages(
+        self, fast_path_started: asyncio.Task[None] | None
+    ) -> list[tuple[str, str]]:
+        """As many of the knowledge base's entries as a prompt carries (none without it)."""
+        if fast_path_started is not None:
+            await asyncio.wait({fast_path_started})
+        if self.fast_path is None:
+            return []
+        count = self.settings.kb_passages
+        return await self.fast_path.read_kb(
+            lambda kb: [(e.question, e.answer) for e in kb.entries()[:count]]
         )
 
     async def remember(
@@ -225,12 +248,13 @@ class Runtime:
             )
 
     @asynccontextmanager
-    async def admitted(self, timeline: Timeline) -> AsyncIterator[Hold]:
-        """Hold an engine slot; fails fast with Overloaded or QueueFull, or QueueTimeout
-        after waiting. The hold goes to ``generate``, which reports its first token."""
+    async def admitted(self, timeline: Timeline, ticket: Ticket) -> AsyncIterator[Hold]:
+        """Hold an engine slot, for the request ``ticket`` let through the door; fails fast
+        with Overloaded or QueueFull, or QueueTimeout after waiting. The hold goes to
+        ``generate``, which reports its first token."""
         self.check_ready()
         timeline.mark("admitted")
-        async with self.admission.slot() as hold:
+        async with self.admission.slot(ticket) as hold:
             yield hold
 
     async def generate(

@@ -29,6 +29,7 @@ from kefu.errors import (
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
+from kefu.limits.admission import Ticket
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.service.busy import TurnBusy, busy_answer
@@ -181,33 +182,35 @@ async def run_turn(
         runtime.check_ready()
         try:
             # Before the memory is read and the prompt built: a refusal costs a millisecond.
-            runtime.admission.check()
+            ticket = runtime.admission.check()
         except (Overloaded, QueueFull) as exc:
             yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
             return
-        memory = None
-        if settings.memory == "summary" and not is_new:
-            memory = await runtime.store.load_memory(session_id)
-        covered = memory.covered_turn if memory is not None else 0
-        history = prompt_history(
-            stored, settings.history_turns, settings.memory, covered, settings.memory_every
-        )
-        generation = _answer_by_llm(
-            runtime,
-            session_id=session_id,
-            message=message,
-            user_id=user_id,
-            history=history,
-            plan=plan,
-            failed=failed,
-            tenant=tenant,
-            first_turn=turn_number == 1,
-            timeline=timeline,
-            owner=owner,
-            memory=memory_block(memory),
-        )
         started = False
+        covered = 0
         try:
+            memory = None
+            if settings.memory == "summary" and not is_new:
+                memory = await runtime.store.load_memory(session_id)
+            covered = memory.covered_turn if memory is not None else 0
+            history = prompt_history(
+                stored, settings.history_turns, settings.memory, covered, settings.memory_every
+            )
+            generation = _answer_by_llm(
+                runtime,
+                session_id=session_id,
+                message=message,
+                user_id=user_id,
+                history=history,
+                plan=plan,
+                failed=failed,
+                tenant=tenant,
+                first_turn=turn_number == 1,
+                timeline=timeline,
+                owner=owner,
+                memory=memory_block(memory),
+                ticket=ticket,
+            )
             async with aclosing(generation) as events:
                 async for event in events:
                     started = True
@@ -218,6 +221,7 @@ async def run_turn(
             yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
             return
         finally:
+            runtime.admission.release(ticket)  # nothing once its slot took it
             if settings.memory == "summary" and started:
                 runtime.memory.turn_ended(session_id, turn_number, covered)
 
@@ -343,6 +347,7 @@ async def _answer_by_llm(
     first_turn: bool,
     timeline: Timeline,
     owner: str | None,
+    ticket: Ticket,
     memory: str = "",
 ) -> AsyncGenerator[TurnEvent, None]:
     settings = runtime.settings
@@ -368,7 +373,7 @@ async def _answer_by_llm(
         request_id=session_id,
         routing_key=session_id,
     )
-    async with runtime.admitted(timeline) as hold:
+    async with runtime.admitted(timeline, ticket) as hold:
         yield TurnStarted(session_id)
         parts: list[str] = []
         outcome = "cancelled"

@@ -117,22 +117,23 @@ def usage_info(usage: Usage) -> UsageInfo:
 async def create_completion(
     runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
 ) -> ChatCompletion:
-    runtime.admission.check()  # before the prompt is counted: a refusal costs ~nothing
-    completion_id = new_completion_id()
-    generation = await checked_request(runtime, request, completion_id)
-    timeline.outcome.tier = "llm"
-    timeline.mark("context_built")
-    parts: list[str] = []
-    finished: Finished | None = None
-    async with (
-        runtime.admitted(timeline) as hold,
-        aclosing(runtime.generate(generation, timeline, hold)) as events,
-    ):
-        async for event in events:
-            if isinstance(event, TokenDelta):
-                parts.append(event.text)
-            else:
-                finished = event
+    # Before the prompt is counted: a refusal costs ~nothing.
+    with runtime.admission.door() as ticket:
+        completion_id = new_completion_id()
+        generation = await checked_request(runtime, request, completion_id)
+        timeline.outcome.tier = "llm"
+        timeline.mark("context_built")
+        parts: list[str] = []
+        finished: Finished | None = None
+        async with (
+            runtime.admitted(timeline, ticket) as hold,
+            aclosing(runtime.generate(generation, timeline, hold)) as events,
+        ):
+            async for event in events:
+                if isinstance(event, TokenDelta):
+                    parts.append(event.text)
+                else:
+                    finished = event
     if finished is None:
         raise EngineError("the engine ended the reply without finishing it")
     timeline.mark("done")
@@ -157,36 +158,37 @@ async def stream_completion(
 
     Admission happens before the first chunk, so a full queue is still a 503.
     """
-    runtime.admission.check()  # before the prompt is counted: a refusal costs ~nothing
-    completion_id = new_completion_id()
-    generation = await checked_request(runtime, request, completion_id)
-    timeline.outcome.tier = "llm"
-    timeline.mark("context_built")
-    created = int(time.time())
-    model = request.model or runtime.engine.model_id
+    # Before the prompt is counted: a refusal costs ~nothing.
+    with runtime.admission.door() as ticket:
+        completion_id = new_completion_id()
+        generation = await checked_request(runtime, request, completion_id)
+        timeline.outcome.tier = "llm"
+        timeline.mark("context_built")
+        created = int(time.time())
+        model = request.model or runtime.engine.model_id
 
-    def chunk(delta: Delta, finish_reason: str | None = None) -> ChatCompletionChunk:
-        return ChatCompletionChunk(
-            id=completion_id,
-            created=created,
-            model=model,
-            choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
-        )
+        def chunk(delta: Delta, finish_reason: str | None = None) -> ChatCompletionChunk:
+            return ChatCompletionChunk(
+                id=completion_id,
+                created=created,
+                model=model,
+                choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
+            )
 
-    async with runtime.admitted(timeline) as hold:
-        yield chunk(Delta(role="assistant", content=""))
-        async with aclosing(runtime.generate(generation, timeline, hold)) as events:
-            async for event in events:
-                if isinstance(event, TokenDelta):
-                    yield chunk(Delta(content=event.text))
-                    continue
-                yield chunk(Delta(), event.finish_reason)
-                if request.stream_options and request.stream_options.include_usage:
-                    yield ChatCompletionChunk(
-                        id=completion_id,
-                        created=created,
-                        model=model,
-                        choices=[],
-                        usage=usage_info(event.usage),
-                    )
+        async with runtime.admitted(timeline, ticket) as hold:
+            yield chunk(Delta(role="assistant", content=""))
+            async with aclosing(runtime.generate(generation, timeline, hold)) as events:
+                async for event in events:
+                    if isinstance(event, TokenDelta):
+                        yield chunk(Delta(content=event.text))
+                        continue
+                    yield chunk(Delta(), event.finish_reason)
+                    if request.stream_options and request.stream_options.include_usage:
+                        yield ChatCompletionChunk(
+                            id=completion_id,
+                            created=created,
+                            model=model,
+                            choices=[],
+                            usage=usage_info(event.usage),
+                        )
     timeline.mark("done")
