@@ -10,7 +10,8 @@ right after sending it, after the response headers, or after k token events; hal
 the vanishing ones reset the connection (RST), half close it (FIN). A vanished client
 says nothing more. Afterwards:
 
-  - the server is idle: engine and admission running 0, nothing waiting, no session lock,
+  - the server is idle: engine and admission running 0, nothing waiting or being read
+    (no ticket left at the door), no session lock,
     pending write or background task, asyncio tasks and open sockets back to their
     levels before the storm (GET /ready's `held`, /proc of the server);
   - every conversation whose id the client saw: its stored turns begin with exactly the
@@ -199,6 +200,7 @@ def held(client: httpx.Client, pid: int) -> dict[str, Any]:
         "engine_running": state["engine"]["running"],
         "admission_running": state["admission"]["running"],
         "admission_waiting": state["admission"]["waiting"],
+        "admission_reading": state["admission"]["reading"],
         **state["held"],
         "sockets": open_sockets(pid),
     }
@@ -206,7 +208,8 @@ def held(client: httpx.Client, pid: int) -> dict[str, Any]:
 
 def leaks(before: dict[str, Any], after: dict[str, Any]) -> int:
     """What is held after the storm beyond the idle levels before it."""
-    zero = ("engine_running", "admission_running", "admission_waiting", "session_locks")
+    zero = ("engine_running", "admission_running", "admission_waiting", "admission_reading")
+    zero += ("session_locks",)
     total: int = sum(after[k] for k in zero) + after["pending_writes"]
     total += after["background_tasks"]
     return int(

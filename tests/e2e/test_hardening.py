@@ -32,6 +32,7 @@ def test_disconnect_storm_leaves_nothing_held_and_loses_no_done_turn(tmp_path: P
     assert counts["leaked"] == 0, table
     after = counts["held_after"]
     assert after["engine_running"] == after["admission_running"] == 0, table
+    assert after["admission_reading"] == 0, table  # no ticket left at the door
     assert after["session_locks"] == after["pending_writes"] == 0, table
 
 

@@ -49,7 +49,7 @@ def test_ready_after_start(shared_client: TestClient) -> None:
     engine = body["engine"]
     assert {"running", "waiting", "slots", "kv_used_cells", "kv_total_cells"} <= set(engine)
     assert engine["running"] == 0
-    assert body["admission"] == {"running": 0, "waiting": 0}
+    assert body["admission"] == {"running": 0, "waiting": 0, "reading": 0}
 
 
 @pytest.mark.anyio
@@ -60,11 +60,11 @@ async def test_ready_reports_load(settings_factory: SettingsFactory) -> None:
         turn = asyncio.create_task(client.post("/chat", json={"message": "hi"}))
         await wait_until(lambda: ("start", "hi") in engine.log)
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 1, "waiting": 0}
+        assert ready["admission"] == {"running": 1, "waiting": 0, "reading": 1}
         engine.release()
         assert (await turn).status_code == 200
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 0, "waiting": 0}
+        assert ready["admission"] == {"running": 0, "waiting": 0, "reading": 0}
         assert ready["engine"]["running"] == 0
 
 

@@ -97,7 +97,7 @@ async def test_queue_holds_max_queue_then_refuses(settings_factory: SettingsFact
         await wait_until(lambda: runtime.admission.waiting == 1)
 
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 1, "waiting": 1}
+        assert ready["admission"] == {"running": 1, "waiting": 1, "reading": 1}
 
         assert_queue_full(await client.post(COMPLETIONS, json=completion("three")))
         assert_queue_full(await client.post("/chat", json={"message": "three"}))
@@ -141,7 +141,7 @@ async def test_slots_run_side_by_side(settings_factory: SettingsFactory) -> None
         await wait_until(lambda: len(engine.log) == 2)
         assert_queue_full(await client.post(COMPLETIONS, json=completion("c")))
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 2, "waiting": 0}
+        assert ready["admission"] == {"running": 2, "waiting": 0, "reading": 2}
         engine.release()
         for task in tasks:
             assert (await task).status_code == 200

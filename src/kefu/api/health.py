@@ -26,7 +26,11 @@ async def ready(request: Request) -> JSONResponse:
         "error": error,
         "model": runtime.engine.model_id,
         "engine": asdict(runtime.engine.stats()),
-        "admission": {"running": runtime.admission.running, "waiting": runtime.admission.waiting},
+        "admission": {
+            "running": runtime.admission.running,
+            "waiting": runtime.admission.waiting,
+            "reading": runtime.admission.reading,
+        },
         # What requests hold while they run: all back to idle levels once they are over
         # (benchmarks/disconnect_storm.py and soak.py watch these).
         "held": {

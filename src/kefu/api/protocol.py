@@ -42,6 +42,9 @@ class HealthOut(BaseModel):
 class AdmissionOut(BaseModel):
     running: int
     waiting: int
+    reading: int = Field(
+        description="Prompts let in whose first token has not come (held slots and tickets)"
+    )
 
 
 class ReadyOut(BaseModel):
