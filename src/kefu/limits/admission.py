@@ -99,8 +99,6 @@ class Ticket:
     ahead of theirs. A cold start's burst all passed the door before the first took its
     slot, built 61 prompts on the 2-core box, and was refused at the slots ~80 ms later."""
 
-    issued: float
-
 
 class ServiceRate:
     """What the engine's requests tell of it: how long a completed one held its slot, and
@@ -248,7 +246,7 @@ class Admission:
         refusal costs about a millisecond however loaded the server is. The ticket counts
         as a prompt ahead until ``slot`` takes it or ``release`` drops it."""
         self._refuse_now()
-        ticket = Ticket(self.clock())
+        ticket = Ticket()
         self._tickets.add(ticket)
         return ticket
 
