@@ -13,6 +13,7 @@ function words and light verbs ("do you have" / "do you sell", "work with" /
 from __future__ import annotations
 
 import re
+import sys
 
 from kefu.text.lexicon import NUMBER_WORDS_EN
 from kefu.text.normalize import normalize
@@ -64,9 +65,10 @@ def frame_of_normal(normal: str) -> tuple[str, ...]:
     for token in _TOKEN.findall(_A_NOT_A.sub(r"\1", normal)):
         if _IS_CJK.match(token):
             if token not in _PARTICLES_ZH:
-                out.append(token)
+                out.append(sys.intern(token))
         elif token not in _STOP_EN and token not in NUMBER_WORDS_EN and not _DIGIT.search(token):
-            out.append(_SAME_EN.get(token, token))
+            # Interned: a cached answer keeps its question's frame, and the words repeat.
+            out.append(sys.intern(_SAME_EN.get(token, token)))
     return tuple(out)
 
 
