@@ -208,8 +208,13 @@ def held(client: httpx.Client, pid: int) -> dict[str, Any]:
 
 def leaks(before: dict[str, Any], after: dict[str, Any]) -> int:
     """What is held after the storm beyond the idle levels before it."""
-    zero = ("engine_running", "admission_running", "admission_waiting", "admission_reading")
-    zero += ("session_locks",)
+    zero = (
+        "engine_running",
+        "admission_running",
+        "admission_waiting",
+        "admission_reading",
+        "session_locks",
+    )
     total: int = sum(after[k] for k in zero) + after["pending_writes"]
     total += after["background_tasks"]
     return int(
