@@ -110,10 +110,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             await exporter.start()
         await store.open()
         # Load in the background so /health answers and /ready says "loading" meanwhile.
-        starts: list[asyncio.Task[None]] = []
+        starts = [asyncio.create_task(runtime.start_engine())]
         tasks = [asyncio.create_task(_sample_load(runtime)), asyncio.create_task(trim_every())]
         fast_path = None
-        fast_path_started = None
         if settings.fast_path:
             fast_path = FastPath(
                 settings,
@@ -122,12 +121,10 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 hours=runtime.hours,
                 transformer_factory=E5Transformer,
             )
-            fast_path_started = asyncio.create_task(runtime.start_fast_path(fast_path))
-            starts.append(fast_path_started)
+            starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
             tasks.append(
-                asyncio.create_task(_follow_changes(runtime, fast_path, fast_path_started, shared))
+                asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], shared))
             )
-        starts.append(asyncio.create_task(runtime.start_engine(fast_path_started)))
         tasks.append(asyncio.create_task(_freeze_when_started(starts)))
         # Process-wide like the frozen objects, and given back at the end the same way.
         restore_blas = one_blas_thread()

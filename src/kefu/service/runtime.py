@@ -150,9 +150,9 @@ class Runtime:
         if self.background:
             await asyncio.gather(*self.background, return_exceptions=True)
 
-    async def start_engine(self, fast_path_started: asyncio.Task[None] | None = None) -> None:
+    async def start_engine(self) -> None:
         """Start the engine; the embedded one then reads a first turn's prompt
-        (``first_prompt.py``), with this shop's passages once ``fast_path_started`` ends."""
+        (``first_prompt.py``)."""
         started = time.perf_counter()
         try:
             await self.engine.start()
@@ -161,7 +161,7 @@ class Runtime:
                     self.engine,
                     self.admission,
                     persona=self.settings.persona,
-                    passages=await self._first_passages(fast_path_started),
+                    passages=await self._first_passages(),
                 )
         except Exception as exc:
             self.load_error = str(exc) or type(exc).__name__
@@ -176,12 +176,10 @@ class Runtime:
             self.engine.context_window,
         )
 
-    async def _first_passages(
-        self, fast_path_started: asyncio.Task[None] | None
-    ) -> list[tuple[str, str]]:
-        """As many of the knowledge base's entries as a prompt carries (none without it)."""
-        if fast_path_started is not None:
-            await asyncio.wait({fast_path_started})
+    async def _first_passages(self) -> list[tuple[str, str]]:
+        """As many of the knowledge base's entries as a prompt carries. None while it is
+        still opening: it usually opens first (0.3 s before the model here), and /v1, which
+        needs no knowledge base, must not wait for a large first import."""
         if self.fast_path is None:
             return []
         count = self.settings.kb_passages
