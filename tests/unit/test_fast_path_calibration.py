@@ -109,6 +109,29 @@ async def test_a_change_is_calibrated_in_the_background_and_stored(gym: FastPath
 
 
 @pytest.mark.anyio
+async def test_an_answer_with_one_question_is_left_to_the_second_look(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    fast_path = await opened(settings_factory(fast_path=True, demo_kb=False, second_look=False))
+    try:
+        entries = [KbEntry.make(q, a, category="gym") for q, a in FAQ]
+        entries.append(KbEntry.make("When does the gym open?", FAQ[0][1], category="gym"))
+        await fast_path.import_entries(entries)
+        await calibrated(fast_path)
+        # Without the second look nothing serves an answer with one question: the words
+        # alone cannot tell "is there a pool *table*?" from "is there a pool?".
+        lockers = await fast_path.plan("do you have any lockers please", scope="t", failures=0)
+        assert lockers.tier == "llm"
+        assert lockers.routing.reason is not None
+        assert "the answer has one question" in lockers.routing.reason
+        # An answer with two questions is the first look's to serve.
+        hours = await fast_path.plan("when does the gym open please", scope="t", failures=0)
+        assert (hours.tier, hours.reply) == ("faq", FAQ[0][1])
+    finally:
+        await fast_path.close()
+
+
+@pytest.mark.anyio
 async def test_a_question_in_another_language_gets_the_entry_as_a_passage(gym: FastPath) -> None:
     await calibrated(gym)
     plan = await gym.plan("健身房有游泳池吗？", scope="t", failures=0)

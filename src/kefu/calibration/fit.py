@@ -25,6 +25,7 @@ from kefu.calibration.features import (
     Findings,
     first_features,
     first_look,
+    first_look_may_serve,
     second_features,
 )
 from kefu.calibration.model import CURVE_TARGETS, Calibration, Logistic, Stage, point_at
@@ -58,11 +59,17 @@ def observe(
     nearest: Nearest | None,
     entry_of: Callable[[str], KbEntry | None],
     judge: Judge,
+    phrasings: Callable[[KbEntry], int],
 ) -> Observation:
-    """What each look would have chosen for the probe, and whether that was right."""
+    """What each look would have chosen for the probe, and whether that was right
+    (``phrasings``: an entry's answer's questions that the probe leaves in)."""
     look = first_look(hits, probe.excluded)
     first: Seen | None = None
-    if look is not None and look.hit is not None:
+    if (
+        look is not None
+        and look.hit is not None
+        and first_look_may_serve(phrasings(look.hit.entry))
+    ):
         entry = look.hit.entry
         features = first_features(look.hit, look.lead, judge(probe.text, entry))
         first = Seen(features, answer_key(entry.answer) == probe.answer)
@@ -125,4 +132,8 @@ def probe_once(
     search reaches ``hits`` past them."""
     found = kb.search(probe.text, k=hits + len(probe.excluded))
     nearest = None if look is None or vector is None else look.nearest(vector, probe.excluded)
-    return observe(probe, found, nearest, kb.get, judge)
+
+    def phrasings(entry: KbEntry) -> int:
+        return len(kb.answer(entry).entries.keys() - probe.excluded)
+
+    return observe(probe, found, nearest, kb.get, judge, phrasings)

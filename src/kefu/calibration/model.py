@@ -29,7 +29,7 @@ NEWTON_STEPS = 25
 CURVE_TARGETS = (0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
 CALIBRATION_FILE = "calibration.json"  # in the data dir, beside knowledge.db
 # How the decision was made: a stored calibration of another method is fitted again.
-METHOD = "prior-2"
+METHOD = "prior-3"
 
 
 @dataclass(frozen=True, slots=True)

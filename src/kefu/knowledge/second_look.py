@@ -15,6 +15,12 @@ the word table was distilled from, ~17 ms a pass on one core here) reads the who
    "what's the wifi password at your showroom?" is what the message is about: without
    it, the message is nearly "where is your showroom?".
 
+Each FAQ answer is embedded too, as e5 reads a passage: the chosen answer's own
+nearness to the message, and its lead over the other answers', are a second opinion
+beside the nearest question's. A near miss shares its question's words ("international
+flights" against "domestic flights' liquids") but not what its answer says; with one
+question per answer the question alone cannot tell them apart.
+
 At most ``FORGIVEN_MAX`` words are forgiven. The constants were chosen on the dev,
 fresh and fresh2 splits of ``benchmarks/answer_quality.py``; test and fresh3 measured.
 
@@ -65,6 +71,10 @@ class Transformer(Protocol):
         """Unit-length rows, shape (len(texts), dim)."""
         ...
 
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """The same, for texts that answer (an FAQ's answer) rather than ask."""
+        ...
+
 
 MAX_QUERY_CHARS = 512
 
@@ -89,6 +99,10 @@ class E5Transformer:
         cut = [text[:MAX_QUERY_CHARS] for text in texts]
         return np.asarray(self._model.query(cut), dtype=np.float32)
 
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        cut = [text[:MAX_QUERY_CHARS] for text in texts]
+        return np.asarray(self._model.passage(cut), dtype=np.float32)
+
 
 def _version(package: str) -> str:
     from importlib.metadata import version
@@ -108,7 +122,12 @@ class Known:
     @property
     def key(self) -> str:
         """Its vectors' key: its texts' digest, so an edited passage is embedded again."""
-        return hashlib.sha1("\n".join(self.texts).encode("utf-8")).hexdigest()[:16]
+        return _digest("\n".join(self.texts))
+
+    @property
+    def answer_digest(self) -> str | None:
+        """Its answer's vector's key, shared by the answer's phrasings."""
+        return None if self.answer is None else _digest(self.answer)
 
     @classmethod
     def faq(cls, id_: str, question: str, answer: str) -> Known:
@@ -144,6 +163,10 @@ class Nearest:
     similarity: float
     margin: float  # over the next answer's nearest question
     over_context: float  # over the nearest passage sentence (1 + similarity when none)
+    # The answer itself, read as a passage: its nearness to the message, and its lead
+    # over the nearest other answer's (negative: another answer reads nearer).
+    answer_similarity: float = 0.0
+    answer_margin: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +174,7 @@ class _Index:
     ids: tuple[str, ...]  # per row
     groups: npt.NDArray[np.int64]  # per row: its answer's number; -1 for a passage's
     vectors: Vectors
+    answers: Vectors  # per answer number: the answer's passage vector
 
 
 class SecondLook:
@@ -166,56 +190,89 @@ class SecondLook:
         self.margin = margin
         self.over_context = over_context
         self._store = store
-        self._vectors: dict[str, Vectors] = _load(store, model.name)
-        if not self._vectors:
-            self._vectors = _load(DEMO_VECTORS, model.name)
+        stored = _load(store, model.name)
+        if not stored.questions:
+            stored = _load(DEMO_VECTORS, model.name)
+        self._vectors = stored.questions
+        self._answers = stored.answers  # an answer's digest -> its passage vector
         self._index: _Index | None = None
 
+    def _missing(self, entry: Known) -> tuple[bool, bool]:
+        """Whether the entry's texts, and its answer, are still to embed."""
+        digest = entry.answer_digest
+        return entry.key not in self._vectors, digest is not None and digest not in self._answers
+
     def sync(self, entries: Sequence[Known], limit: int) -> int:
-        """Follow the knowledge base: embed up to ``limit`` texts of entries not embedded
-        yet, drop the vectors of removed entries, and index the embedded ones. Returns
-        how many entries are still to embed."""
-        todo = [entry for entry in entries if entry.key not in self._vectors]
+        """Follow the knowledge base: embed up to ``limit`` texts (questions, passage
+        sentences, answers) of entries not embedded yet, drop the vectors of removed
+        entries, and index the embedded ones. Returns how many entries are still to embed."""
+        todo = [entry for entry in entries if any(self._missing(entry))]
         texts = 0
         batch: list[Known] = []
+        answers: dict[str, str] = {}  # digest -> answer, each embedded once
         for entry in todo:
-            if batch and texts + len(entry.texts) > limit:
+            texts_missing, answer_missing = self._missing(entry)
+            cost = len(entry.texts) * texts_missing
+            new_answer = answer_missing and entry.answer_digest not in answers
+            if batch and texts + cost + new_answer > limit:
                 break
             batch.append(entry)
-            texts += len(entry.texts)
-        if batch:
-            rows = self.model.embed_queries([text for entry in batch for text in entry.texts])
+            texts += cost + new_answer
+            if new_answer and entry.answer is not None and entry.answer_digest is not None:
+                answers[entry.answer_digest] = entry.answer
+        asked = [entry for entry in batch if entry.key not in self._vectors]
+        if asked:
+            rows = self.model.embed_queries([text for entry in asked for text in entry.texts])
             start = 0
-            for entry in batch:
+            for entry in asked:
                 self._vectors[entry.key] = rows[start : start + len(entry.texts)]
                 start += len(entry.texts)
-        known = {entry.key for entry in entries}
-        gone = [key for key in self._vectors if key not in known]
-        for key in gone:
-            del self._vectors[key]
+        if answers:
+            vectors = self.model.embed_passages(list(answers.values()))
+            self._answers.update(zip(answers, vectors, strict=True))
+        gone = self._forget(entries)
         if batch or gone or self._index is None:
             self._reindex(entries)
             if batch or gone:
-                _save(self._store, self.model.name, self._vectors)
+                _save(self._store, self.model.name, _Stored(self._vectors, self._answers))
         return len(todo) - len(batch)
+
+    def _forget(self, entries: Sequence[Known]) -> bool:
+        """Drop the vectors of entries and answers no longer in the knowledge base."""
+        known = {entry.key for entry in entries}
+        digests = {entry.answer_digest for entry in entries}
+        gone = [key for key in self._vectors if key not in known]
+        gone_answers = [digest for digest in self._answers if digest not in digests]
+        for key in gone:
+            del self._vectors[key]
+        for digest in gone_answers:
+            del self._answers[digest]
+        return bool(gone or gone_answers)
 
     def _reindex(self, entries: Sequence[Known]) -> None:
         numbers: dict[str, int] = {}
         ids: list[str] = []
         groups: list[int] = []
         blocks: list[Vectors] = []
+        answers: list[Vectors] = []
         for entry in entries:
             vectors = self._vectors.get(entry.key)
-            if vectors is None:
+            if vectors is None or any(self._missing(entry)):
                 continue
-            group = -1 if entry.answer is None else numbers.setdefault(entry.answer, len(numbers))
+            group = -1
+            if entry.answer is not None and entry.answer_digest is not None:
+                if entry.answer not in numbers:
+                    answers.append(self._answers[entry.answer_digest])
+                group = numbers.setdefault(entry.answer, len(numbers))
             ids += [entry.id] * len(vectors)
             groups += [group] * len(vectors)
             blocks.append(vectors)
         if len(numbers) < 2:  # nothing to choose between
             self._index = None
             return
-        self._index = _Index(tuple(ids), np.array(groups), np.concatenate(blocks))
+        self._index = _Index(
+            tuple(ids), np.array(groups), np.concatenate(blocks), np.stack(answers)
+        )
 
     def pick(self, message: str) -> Pick | None:
         """The best answer's nearest question, when it leads the next answer by ``margin``
@@ -256,8 +313,16 @@ class SecondLook:
         context = float(similarities[~answers].max()) if not answers.all() else -1.0
         row = int(np.argmax(np.where(answers, similarities, -3.0)))
         second = max(float(second), -1.0)  # an answer with every question left out
+        read = index.answers @ vector
+        chosen = float(read[index.groups[row]])
+        others = float(np.delete(read, index.groups[row]).max())
         nearest = Nearest(
-            index.ids[row], float(first), float(first) - second, float(first) - context
+            index.ids[row],
+            float(first),
+            float(first) - second,
+            float(first) - context,
+            answer_similarity=chosen,
+            answer_margin=chosen - others,
         )
         return nearest, row, index
 
@@ -289,32 +354,56 @@ def without_words(message: str, words: Sequence[str]) -> str:
     return message
 
 
-def _load(path: Path, model: str) -> dict[str, Vectors]:
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    questions: dict[str, Vectors]  # an entry's key -> its texts' vectors
+    answers: dict[str, Vectors]  # an answer's digest -> its passage vector
+
+
+def _load(path: Path, model: str) -> _Stored:
+    empty = _Stored({}, {})
     try:
         with np.load(path) as data:
             if str(data["model"]) != model:
                 log.info("%s holds another model's vectors: embedding again", path.name)
-                return {}
-            keys = bytes(data["keys"]).decode("ascii").split("\n") if data["keys"].size else []
+                return empty
+            keys = _keys(data["keys"])
             counts = data["counts"]
             vectors = data["vectors"].astype(np.float32)
+            # A file from before answers were embedded has none: they are embedded next.
+            digests = _keys(data["answer_keys"]) if "answer_keys" in data else []
+            answers = data["answers"].astype(np.float32) if digests else np.zeros((0, 0))
     except FileNotFoundError:
-        return {}
+        return empty
     except (OSError, ValueError, KeyError) as exc:  # a torn or foreign file: only time is lost
         log.warning("could not read %s (%s): embedding again", path, exc)
-        return {}
+        return empty
     ends = np.cumsum(counts)
-    return {key: vectors[end - n : end] for key, n, end in zip(keys, counts, ends, strict=True)}
+    questions = {
+        key: vectors[end - n : end] for key, n, end in zip(keys, counts, ends, strict=True)
+    }
+    return _Stored(questions, dict(zip(digests, answers, strict=True)))
 
 
-def _save(path: Path, model: str, vectors: dict[str, Vectors]) -> None:
-    blocks = list(vectors.values())
+def _keys(raw: npt.NDArray[np.uint8]) -> list[str]:
+    return bytes(raw).decode("ascii").split("\n") if raw.size else []
+
+
+def _save(path: Path, model: str, stored: _Stored) -> None:
+    blocks = list(stored.questions.values())
+    answers = list(stored.answers.values())
     partial = path.with_suffix(".partial.npz")
     np.savez(
         partial,
         model=np.array(model),
-        keys=np.frombuffer("\n".join(vectors).encode("ascii"), dtype=np.uint8),
+        keys=np.frombuffer("\n".join(stored.questions).encode("ascii"), dtype=np.uint8),
         counts=np.array([len(block) for block in blocks], dtype=np.int64),
         vectors=(np.concatenate(blocks) if blocks else np.zeros((0, 0))).astype(np.float16),
+        answer_keys=np.frombuffer("\n".join(stored.answers).encode("ascii"), dtype=np.uint8),
+        answers=(np.stack(answers) if answers else np.zeros((0, 0))).astype(np.float16),
     )
     partial.replace(path)  # whole or not at all: a crash mid-write keeps the old file

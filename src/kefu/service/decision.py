@@ -14,6 +14,7 @@ from kefu.calibration.features import (
     Findings,
     FirstLook,
     first_features,
+    first_look_may_serve,
     negation_differs,
     second_features,
 )
@@ -104,6 +105,8 @@ def decide_first(
     candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
     if rules.follow_up:
         reason: str | None = "the message follows on from an earlier one"
+    elif not first_look_may_serve(len(kb.answer(entry).entries)):
+        reason = "first look: the answer has one question, the second look judges it"
     elif not serves:
         reason = f"first look: p {p:.2f} < {calibration.point.first:.2f}"
         if found.objection is not None:

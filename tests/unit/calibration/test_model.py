@@ -61,7 +61,8 @@ def test_a_calibration_of_another_method_is_fitted_again(tmp_path: Path) -> None
 def test_the_shipped_prior_weighs_the_looks_and_says_what_it_kept_elsewhere() -> None:
     prior = load_prior()
     assert len(prior.first.weights) == 11  # score, lead, lexical, dense + 7 findings
-    assert len(prior.second.weights) == 10  # cosine, lead, lead over passages + 7
+    # cosine, lead, lead over passages, the answer's cosine, lead and whether it leads + 7
+    assert len(prior.second.weights) == 13
     assert "dev.csv" in prior.fitted_on
     at_95 = prior.measured_elsewhere(0.95)
     assert at_95 is not None

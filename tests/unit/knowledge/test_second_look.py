@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from kefu.knowledge.embedder import Vectors
-from kefu.knowledge.second_look import E5Transformer, Known, SecondLook, sentences, without_words
+from kefu.knowledge.second_look import (
+    E5Transformer,
+    Known,
+    Nearest,
+    SecondLook,
+    sentences,
+    without_words,
+)
 
 RETURNS = "Go to My Orders and click Return within 30 days."
 SHOWROOM = "Our showroom is at 18 Tai Seng Street, open 10:00-21:00."
@@ -38,6 +45,7 @@ class CountingTransformer:
         self.inner = inner
         self._name = name or inner.name
         self.texts = 0
+        self.answers = 0
 
     @property
     def name(self) -> str:
@@ -46,6 +54,10 @@ class CountingTransformer:
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         self.texts += len(texts)
         return self.inner.embed_queries(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        self.answers += len(texts)
+        return self.inner.embed_passages(texts)
 
 
 @pytest.fixture(scope="module")
@@ -137,16 +149,23 @@ def test_vectors_are_kept_across_restarts_and_follow_the_knowledge_base(
     store = tmp_path / "vectors.npz"
     model = CountingTransformer(e5)
     first = SecondLook(model, store, margin=0.02)
-    assert first.sync(ROWS, limit=4) == 2  # a round embeds up to the limit
+    # A round embeds up to 4 texts: r1, r2 and their answer; s1, s2 and theirs; d1, d2...
+    assert first.sync(ROWS, limit=4) == 4
+    assert first.sync(ROWS, limit=4) == 2
     assert first.sync(ROWS, limit=4) == 0
     assert model.texts == len(ROWS)
+    assert model.answers == 3  # once per answer, not per phrasing
 
     again = CountingTransformer(e5)
     restarted = SecondLook(again, store, margin=0.02)
     restarted.sync(ROWS[:-1], limit=100)  # d2 was removed meanwhile
-    assert again.texts == 0
+    assert again.texts == again.answers == 0
     with np.load(store) as saved:
         assert list(saved["counts"]) == [1] * (len(ROWS) - 1)
+        assert saved["answers"].shape[0] == 3  # d1 still answers DAMAGE
+    restarted.sync(ROWS[:2], limit=100)
+    with np.load(store) as saved:
+        assert saved["answers"].shape[0] == 1  # the answers nothing asks any more are gone
 
     other = CountingTransformer(e5, name="another model")
     SecondLook(other, store, margin=0.02).sync(ROWS, limit=100)
@@ -168,4 +187,37 @@ def test_the_demo_ships_embedded(e5: E5Transformer, tmp_path: Path) -> None:
     rows = [Known.of(entry) for entry in demo_entries()]
     model = CountingTransformer(e5)
     SecondLook(model, tmp_path / "vectors.npz", margin=0.02).sync(rows, limit=len(rows))
-    assert model.texts == 0  # scripts/embed-demo is up to date with the demo's files
+    # scripts/embed-demo is up to date with the demo's files
+    assert model.texts == model.answers == 0
+
+
+def test_the_answer_read_as_a_passage_is_a_second_opinion(look: SecondLook) -> None:
+    def nearest(message: str) -> Nearest:
+        found = look.nearest(look.model.embed_queries([message])[0])
+        assert found is not None
+        return found
+
+    agreed = nearest("click Return in My Orders")
+    assert agreed.entry_id in {"r1", "r2"}
+    assert agreed.answer_margin > 0  # the returns answer reads nearest too
+    assert 0 < agreed.answer_similarity <= 1
+    # The nearest question is about returns; what the message asks is in the damage
+    # answer ("send us a photo within 7 days"), which reads nearer than the returns one.
+    disputed = nearest("how many days do I have to send a photo")
+    assert disputed.entry_id in {"r1", "r2"}
+    assert disputed.answer_margin < 0
+
+
+def test_a_file_from_before_answers_were_embedded_is_completed(
+    e5: E5Transformer, tmp_path: Path
+) -> None:
+    store = tmp_path / "vectors.npz"
+    SecondLook(e5, store, margin=0.02).sync(ROWS, limit=100)
+    with np.load(store) as saved:
+        old = {key: saved[key] for key in ("model", "keys", "counts", "vectors")}
+    np.savez(store, **old)  # the questions only, as a data dir of the last release has
+    model = CountingTransformer(e5)
+    look = SecondLook(model, store, margin=0.02)
+    assert look.sync(ROWS, limit=100) == 0
+    assert (model.texts, model.answers) == (0, 3)  # only the answers are embedded
+    assert look.pick("the mattress feels too soft, can I return it?") is not None
