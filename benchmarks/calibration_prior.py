@@ -5,7 +5,7 @@ The probes a shop's entries make (``kefu.calibration.probes``) do not look like 
 customers' messages, so a decision fitted on them alone promises a precision it does
 not keep on real wording. This script fits the decision's feature weights on labelled
 customer wording of several knowledge bases instead: each KB's ``dev.csv`` and ``test.csv``
-(the five KBs here were each held out once and are tuning sets since: a change is
+(the nine KBs here were each held out once and are tuning sets since: a change is
 judged on KBs written after it, by ``kb_quality.py``) and, with one question per answer
 imported, the other phrasings of ``kb10.csv`` (written by the KB's writer, not the
 test's).
@@ -40,6 +40,8 @@ import numpy as np
 
 from kb_quality import KBS, peer_coverage, read_csv
 from kefu.calibration.features import (
+    FIRST_SIGNS,
+    SECOND_SIGNS,
     first_features,
     first_look,
     first_look_may_serve,
@@ -56,7 +58,17 @@ from kefu.service.decision import ROUTER_HITS, findings
 from kefu.text.words import language
 
 CACHE = Path(tempfile.gettempdir()) / "kefu_calibration_prior_features.json"
-NAMES = ("telecom_en", "bank_zh", "saas_en", "airline_zh", "insurance_en")
+NAMES = (
+    "telecom_en",
+    "bank_zh",
+    "saas_en",
+    "airline_zh",
+    "insurance_en",
+    "hotel_zh",
+    "pharmacy_en",
+    "edu_zh",
+    "energy_en",
+)
 SPLITS = ("dev", "test")  # both tuning now
 NEVER = 2.0  # a threshold no probability reaches
 THRESHOLD_GRID = 60
@@ -185,7 +197,8 @@ def fit_look(rows: Sequence[dict[str, Any]], which: str) -> Logistic:
     if not look.present.any():  # e.g. the first look on probes of one question per answer
         width = look.x.shape[1]
         return Logistic((0.0,) * width, (1.0,) * width, (0.0,) * width, -40.0)  # never serves
-    return Logistic.fit(look.x[look.present], look.right[look.present])
+    signs = FIRST_SIGNS if which == "first" else SECOND_SIGNS
+    return Logistic.fit(look.x[look.present], look.right[look.present], signs)
 
 
 def probabilities(model: Logistic, look: Look) -> np.ndarray:
@@ -312,7 +325,8 @@ def write(data: dict[str, Any], path: Path) -> None:
         )
     prior = {
         "fitted_on": "dev.csv and test.csv (tuning) of benchmarks/data/kbs/"
-        "{telecom_en,bank_zh,saas_en,airline_zh,insurance_en}, "
+        "{telecom_en,bank_zh,saas_en,airline_zh,insurance_en,hotel_zh,pharmacy_en,edu_zh,"
+        "energy_en}, "
         f"each imported with kb.csv and kb10.csv: {len(every)} messages; "
         "benchmarks/calibration_prior.py --write",
         "first": asdict(fit_look(every, "first")),

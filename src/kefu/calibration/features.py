@@ -46,6 +46,10 @@ class Findings:
     # (1.0: the answer uses them all).
     weakest: float
 
+    # Which way each of ``features`` may move P(right) (``Logistic.fit``'s signs): each
+    # says the entry may be wrong, except the nearness of the least covered word.
+    SIGNS = (-1, -1, -1, -1, -1, -1, +1)
+
     def features(self) -> Features:
         objection = self.objection or ""
         return (
@@ -107,6 +111,11 @@ def first_features(hit: Hit, lead: float, findings: Findings) -> Features:
     return (hit.score, lead, hit.lexical, hit.dense, *findings.features())
 
 
+# The fused score and its lead can only raise P(right); its lexical and dense parts,
+# given the score, may go either way.
+FIRST_SIGNS = (+1, +1, 0, 0, *Findings.SIGNS)
+
+
 def second_features(nearest: Nearest, findings: Findings) -> Features:
     lead = min(nearest.over_context, CONTEXT_LEAD_CAP)
     by_answer = (
@@ -115,3 +124,7 @@ def second_features(nearest: Nearest, findings: Findings) -> Features:
         float(nearest.answer_margin > 0),
     )
     return (nearest.similarity, nearest.margin, lead, *by_answer, *findings.features())
+
+
+# Nearer and further ahead, by question or by answer, can only raise P(right).
+SECOND_SIGNS = (+1, +1, +1, +1, +1, +1, *Findings.SIGNS)

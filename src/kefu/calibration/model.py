@@ -42,10 +42,37 @@ class Logistic:
     bias: float
 
     @classmethod
-    def fit(cls, features: Floats, labels: npt.NDArray[np.bool_]) -> Logistic:
+    def fit(
+        cls,
+        features: Floats,
+        labels: npt.NDArray[np.bool_],
+        signs: Sequence[int] | None = None,
+    ) -> Logistic:
+        """Fitted by Newton's method. ``signs`` (+1, -1 or 0 per feature) says which way
+        a feature may move P(right): one whose best weight has the other sign is left
+        out and the rest fitted again, until every weight agrees. On customers' wording
+        of one set of knowledge bases a word the knowledge base never uses came out
+        *raising* P(right); on another set such words marked the near misses."""
+        free = np.ones(features.shape[1], dtype=bool)
+        while True:
+            model = cls._fit(features, labels, free)
+            wrong = [
+                i
+                for i, (weight, sign) in enumerate(zip(model.weights, signs or (), strict=False))
+                if weight * sign < 0
+            ]
+            if not wrong:
+                return model
+            free[wrong] = False
+
+    @classmethod
+    def _fit(
+        cls, features: Floats, labels: npt.NDArray[np.bool_], free: npt.NDArray[np.bool_]
+    ) -> Logistic:
+        """The fit over the ``free`` features; the others weigh nothing."""
         means = features.mean(axis=0)
         scales = np.maximum(features.std(axis=0), 1e-6)
-        x = np.hstack([(features - means) / scales, np.ones((len(features), 1))])
+        x = np.hstack([((features - means) / scales)[:, free], np.ones((len(features), 1))])
         y = labels.astype(np.float64)
         w = np.zeros(x.shape[1])
         penalty = np.full(x.shape[1], PENALTY)
@@ -58,10 +85,12 @@ class Logistic:
             w -= step
             if float(np.abs(step).max()) < 1e-8:
                 break
+        weights = np.zeros(features.shape[1])
+        weights[free] = w[:-1]
         return cls(
             tuple(map(float, means)),
             tuple(map(float, scales)),
-            tuple(map(float, w[:-1])),
+            tuple(map(float, weights)),
             float(w[-1]),
         )
 

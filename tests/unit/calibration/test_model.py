@@ -21,6 +21,22 @@ def test_a_logistic_model_learns_which_side_is_right() -> None:
     assert abs(model.weights[0]) > 5 * abs(model.weights[1])
 
 
+def test_a_feature_is_never_weighed_against_its_sign() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, size=(400, 3))
+    # In this sample the third feature (say, a word the knowledge base never uses)
+    # goes with right answers; its sign says it may only lower P(right).
+    labels = x[:, 0] + 0.5 * x[:, 2] + 0.05 * rng.normal(size=400) > 0.75
+    free = Logistic.fit(x, labels)
+    assert free.weights[2] > 0
+    signed = Logistic.fit(x, labels, signs=(+1, 0, -1))
+    assert signed.weights[2] == 0.0  # left out, the others fitted again
+    assert signed.weights[0] > 0
+    assert signed.weights[1] != 0.0  # a feature without a sign is fitted as before
+    # A sign its best weight agrees with changes nothing.
+    assert Logistic.fit(x, labels, signs=(+1, 0, +1)) == free
+
+
 def test_the_operating_point_serves_where_p_reaches_the_target() -> None:
     # First look: three right at 0.97, one wrong at 0.9; second look: what the first
     # declines, one right at 0.96 and one wrong at 0.6.
