@@ -4,16 +4,18 @@ The probes a shop's entries make do not look like its customers' messages (a rew
 question keeps the question's words; a customer names what is in front of them), so a
 decision fitted on them alone promised 95 % and kept 71-100 % with a tenth of the
 coverage it expected. The weights here were fitted instead on labelled customer
-wording: the ``dev.csv`` messages (tuning sets, written from each ``kb.csv`` alone) of
-three knowledge bases unrelated to the demo, in three domains and two languages
-(``benchmarks/data/kbs/{telecom_en,bank_zh,saas_en}``, each imported with one and with
-ten questions per answer), by ``benchmarks/calibration_prior.py --write``. Nothing of a
-particular shop is in them: they weigh retrieval scores, leads and the FAQ guard's
-findings, which mean the same on any knowledge base.
+wording: the messages (tuning sets, written from each ``kb.csv`` alone) of nine
+knowledge bases unrelated to the demo, in nine domains and two languages
+(``benchmarks/data/kbs/``: telecom_en, bank_zh, saas_en, airline_zh, insurance_en,
+hotel_zh, pharmacy_en, edu_zh, energy_en; each imported with one and with ten questions
+per answer), by ``benchmarks/calibration_prior.py --write``, each weight kept to the
+sign its feature's meaning allows (``Logistic.fit``). Nothing of a particular shop is in
+them: they weigh retrieval scores, leads, the e5 reading of the answer and the FAQ
+guard's findings, which mean the same on any knowledge base.
 
 The file also carries what the prior kept where it was not fitted: leave one knowledge
-base out (fit on two, serve the third's dev messages), at each promised precision of
-the curve, pooled over the three. That is the decision's expectation on a new shop's
+base out (fit on eight, serve the ninth's messages), at each promised precision of the
+curve, pooled over the nine. That is the decision's expectation on a new shop's
 customers, as opposed to its probes.
 """
 
