@@ -83,10 +83,8 @@ def first_look_may_serve(phrasings: int) -> bool:
 
     With one, it leaves the answer to the second look: words alone cannot tell a
     near miss, which keeps the question's words and changes one ("international" for
-    "domestic"), from a paraphrase, which keeps the meaning in other words. Measured
-    leave one knowledge base out on five tuning KBs (``benchmarks/calibration_prior.py``):
-    one question per answer, 82.7 % of served answers right with the first look
-    serving, 92.2 % without it, at about the same coverage.
+    "domestic"), from a paraphrase, which keeps the meaning in other words (measured in
+    docs/ARCHITECTURE.md, "Fifth round").
     """
     return phrasings > 1
 
