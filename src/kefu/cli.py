@@ -118,6 +118,9 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     from kefu.app import create_app
+    from kefu.heap import cap_arenas
+
+    cap_arenas()  # before the server's threads start: each would take an arena of its own
 
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,9 +1,12 @@
-"""heap.trim: the C heap's free pages go back to the system (glibc's malloc_trim)."""
+"""heap: glibc's arenas capped (mallopt), their free pages given back (malloc_trim)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,3 +65,48 @@ def test_the_lifespan_task_trims_on_its_interval(monkeypatch: pytest.MonkeyPatch
         return calls
 
     assert asyncio.run(asyncio.wait_for(three_rounds(), 10)) >= 3
+
+
+# Four threads allocate (blocks under the mmap threshold come from an arena), then glibc
+# lists its arenas on stderr.
+ARENAS_USED = """
+import ctypes, sys, threading
+from kefu import heap
+if sys.argv[1] == "capped":
+    assert heap.cap_arenas(1)
+def work():
+    blocks = [bytes(100_000) for _ in range(8)]
+threads = [threading.Thread(target=work) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def arenas_used(mode: str, **env: str) -> int:
+    environment = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"} | env
+    done = subprocess.run(
+        [sys.executable, "-c", ARENAS_USED, mode],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=True,
+        timeout=60,
+    )
+    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+
+
+@pytest.mark.skipif(heap._MALLOPT is None, reason="this C library has no mallopt")
+def test_threads_share_the_capped_arenas() -> None:
+    assert arenas_used("free") > 1  # glibc's default: a new thread takes a new arena
+    assert arenas_used("capped") == 1
+
+
+def test_an_operators_malloc_arena_max_is_left_to_decide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert not heap.cap_arenas()
+    monkeypatch.setattr(heap, "_MALLOPT", None)
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    assert not heap.cap_arenas()
