@@ -386,7 +386,7 @@ def decide(
 def report(data: dict[str, Any], target: float, use_extra: bool = False) -> None:
     print(
         f"leave one KB out, tuning messages, promised precision {target:.0%}"
-        f"{' (training: dev + kb10 phrasings)' if use_extra else ' (training: dev)'}"
+        f"{' (training: + kb10 phrasings)' if use_extra else ''}"
     )
     print("| mode | KB | K | served | right | coverage | precision | e5 peer there | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
