@@ -95,9 +95,7 @@ def observe_all(
             if (
                 seen is not None
                 and seen.hit is not None
-                and first_look_may_serve(
-                    len(kb.answer(seen.hit.entry).entries.keys() - probe.excluded)
-                )
+                and first_look_may_serve(kb.phrasings(seen.hit.entry, probe.excluded))
             ):
                 entry = seen.hit.entry
                 row["first"] = {

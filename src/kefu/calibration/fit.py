@@ -134,6 +134,6 @@ def probe_once(
     nearest = None if look is None or vector is None else look.nearest(vector, probe.excluded)
 
     def phrasings(entry: KbEntry) -> int:
-        return len(kb.answer(entry).entries.keys() - probe.excluded)
+        return kb.phrasings(entry, probe.excluded)
 
     return observe(probe, found, nearest, kb.get, judge, phrasings)

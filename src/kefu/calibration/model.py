@@ -56,11 +56,8 @@ class Logistic:
         free = np.ones(features.shape[1], dtype=bool)
         while True:
             model = cls._fit(features, labels, free)
-            wrong = [
-                i
-                for i, (weight, sign) in enumerate(zip(model.weights, signs or (), strict=False))
-                if weight * sign < 0
-            ]
+            signed = zip(model.weights, signs, strict=True) if signs is not None else ()
+            wrong = [i for i, (weight, sign) in enumerate(signed) if weight * sign < 0]
             if not wrong:
                 return model
             free[wrong] = False

@@ -202,6 +202,11 @@ class KnowledgeBase:
         compares a message with."""
         return self._words.answer(entry)
 
+    def phrasings(self, entry: KbEntry, excluded: frozenset[str] = frozenset()) -> int:
+        """How many questions the entry's answer has, leaving ``excluded`` entries out
+        (a calibration probe's)."""
+        return len(self.answer(entry).entries.keys() - excluded)
+
     def unread(self, limit: int) -> list[str]:
         """Texts of FAQ entries whose entities the guard has not read yet: for
         ``kb_words.read_texts`` on another thread, then ``learn``."""

@@ -256,9 +256,9 @@ class SecondLook:
         blocks: list[Vectors] = []
         answers: list[Vectors] = []
         for entry in entries:
-            vectors = self._vectors.get(entry.key)
-            if vectors is None or any(self._missing(entry)):
+            if any(self._missing(entry)):  # indexed once its texts and answer are embedded
                 continue
+            vectors = self._vectors[entry.key]
             group = -1
             if entry.answer is not None and entry.answer_digest is not None:
                 if entry.answer not in numbers:

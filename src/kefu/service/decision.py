@@ -105,7 +105,7 @@ def decide_first(
     candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
     if rules.follow_up:
         reason: str | None = "the message follows on from an earlier one"
-    elif not first_look_may_serve(len(kb.answer(entry).entries)):
+    elif not first_look_may_serve(kb.phrasings(entry)):
         reason = "first look: the answer has one question, the second look judges it"
     elif not serves:
         reason = f"first look: p {p:.2f} < {calibration.point.first:.2f}"

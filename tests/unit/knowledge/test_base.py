@@ -71,6 +71,17 @@ def test_upsert_updates_same_question_and_skips_unchanged(
     assert embedder.passages == before
 
 
+def test_an_answers_phrasings_are_counted_leaving_a_probes_own_out(kb: KnowledgeBase) -> None:
+    answer = "Return it within 30 days from My Orders."
+    first = KbEntry.make("How do I return an item?", answer)
+    second = KbEntry.make("can i send it back", answer)
+    alone = KbEntry.make("Do you ship to Japan?", "Yes, in 7-14 days.")
+    kb.add([first, second, alone])
+    assert kb.phrasings(first) == kb.phrasings(second) == 2
+    assert kb.phrasings(first, frozenset({second.id})) == 1  # a held-out probe's view
+    assert kb.phrasings(alone) == 1
+
+
 def test_remove(kb: KnowledgeBase) -> None:
     kb.add(shop_entries())
     victim = kb.entries(category="returns")[0]
