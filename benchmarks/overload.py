@@ -127,6 +127,9 @@ def run_level(
         with PeakRss(pid) as rss:
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         lines = (Path(out) / "requests.jsonl").read_text().splitlines()
+        if args.keep is not None:  # every request of the level, for a closer look
+            args.keep.mkdir(parents=True, exist_ok=True)
+            (args.keep / f"{policy}-{level}.jsonl").write_text("\n".join(lines) + "\n")
         records = [json.loads(line) for line in lines if line.strip()]
     return Row(policy, level, users, args.duration, records, rss_start, rss.peak, args.slo)
 
@@ -231,6 +234,12 @@ def main() -> None:
         "--cpu", action="store_true", help="measure the CPU one refusal costs, and stop"
     )
     parser.add_argument("--cpu-requests", type=int, default=400, help="messages for --cpu")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="write each level's requests (kefu bench's requests.jsonl, with the server's "
+        "own timings of every answer) to DIR/POLICY-LEVEL.jsonl",
+    )
     args = parser.parse_args()
     if args.cpu:
         refusal_cpu(args)

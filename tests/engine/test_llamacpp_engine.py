@@ -15,6 +15,7 @@ from kefu.engine.base import (
     GenerationRequest,
     SamplingParams,
     TokenDelta,
+    unread_tokens,
 )
 from kefu.engine.bundled import bundled_model_path
 from kefu.engine.llamacpp.engine import LlamaCppEngine
@@ -138,7 +139,15 @@ async def test_prefix_reuse_skips_the_persona_and_the_previous_turn() -> None:
             ],
             sampling=SamplingParams(max_tokens=8, temperature=0),
         )
+        # What admission is told before the prompt is read, without counting a lookup:
+        # the tokens the engine will reuse, as it then reports them.
+        lookups = e.stats().prefix_lookups
+        told = e.reusable_prompt_tokens(second_turn.messages)
+        assert e.stats().prefix_lookups == lookups
+        prompt_tokens = e.count_chat_tokens(second_turn.messages)
+        assert unread_tokens(e, second_turn.messages, prompt_tokens) == prompt_tokens - told
         _, done2 = await run(e, second_turn)
+        assert told == done2.usage.cached_prompt_tokens
         stats = e.stats()
     # The second turn reuses the whole first turn, not just the persona.
     assert done2.usage.cached_prompt_tokens > done1.usage.prompt_tokens

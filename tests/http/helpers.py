@@ -253,3 +253,9 @@ def counted_on_the_loop(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(engine, "count_chat_tokens", counting)
     return seen
+
+
+def admission_load(ready: dict[str, Any]) -> tuple[int, int, int]:
+    """/ready's admission: requests running, waiting, and whose prompts are not read yet."""
+    admission = ready["admission"]
+    return admission["running"], admission["waiting"], admission["reading"]

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from kefu.limits.admission import Hold
 from kefu.service.plan import Plan
 from kefu.service.runtime import Runtime
 from tests.http.helpers import (
@@ -66,10 +65,11 @@ async def hold_the_only_slot(
 
 def slow_engine_measured(runtime: Runtime) -> None:
     """As if requests had held their slots 10 s, their first tokens after 1 s each (a
-    steady engine: no spread in the prompts' reading)."""
-    runtime.admission.rate.record(Hold(granted=0.0), released=10.0)
+    steady engine: no spread in the replies' lengths or the prompts' reading)."""
+    runtime.admission.rate.record(10.0)
     runtime.admission.rate.prefill.add(1.0)
     runtime.admission.rate.prefill.deviation = 0.0
+    runtime.admission.rate.service.deviation = 0.0
 
 
 async def test_chat_overflow_is_a_busy_answer_with_suggestions(
@@ -134,7 +134,7 @@ async def test_chat_overflow_is_a_busy_answer_with_suggestions(
 
         # The session lock was released: the next turn (engine fast again) is served.
         for _ in range(20):
-            runtime.admission.rate.record(Hold(granted=0.0), released=0.0)
+            runtime.admission.rate.record(0.0)
             runtime.admission.rate.prefill.add(0.0)
         response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
         assert response.status_code == 200
@@ -183,3 +183,39 @@ async def test_a_refused_turn_spends_nothing_on_what_only_the_engine_needs(
         engine.release()
         assert (await busy).status_code == 200
         assert runtime.admission.running == 0
+
+
+async def test_a_long_prompt_is_refused_at_its_slot_as_a_busy_answer(
+    settings_factory: SettingsFactory,
+) -> None:
+    """The door lets a turn through (a slot is free); once its prompt is built, the prompt's
+    length says its first token would come after the SLO: the customer gets the busy answer
+    at once, and /v1 the envelope, rather than a reply that starts late."""
+    engine = GatedEngine()
+    app = make_app(settings_factory(parallel=2, ttft_slo=2.0), engine)
+    async with serve(app) as client:
+        runtime: Runtime = app.state.runtime
+        first = asyncio.create_task(client.post("/chat", json={"message": "hold a slot"}))
+        await wait_until(lambda: runtime.admission.running == 1)
+        # An engine that reads 0.1 s a token: any prompt of 20 tokens or more misses 2 s.
+        reading = runtime.admission.rate.reading
+        reading.add(10, 1.0)
+        reading.add(30, 3.0)
+        reading.deviation = 0.0
+        response = await client.post("/chat", json={"message": "tell me about the sea"})
+        assert response.status_code == 503, response.text
+        events = parse_sse(response.text)
+        assert [e.event for e in events] == ["busy"]
+        error = events[0].json()["error"]
+        assert error["code"] == "overloaded"
+        assert "-token prompt" in error["message"]
+        response = await client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "tell me about the sea"}]},
+        )
+        error = assert_envelope(response, 503, "overloaded", "service_unavailable_error")
+        assert "-token prompt" in error["message"]
+        assert runtime.admission.refused["overloaded"] == 2
+        assert runtime.admission.running == 1  # neither took the free slot
+        engine.release()
+        assert (await first).status_code == 200

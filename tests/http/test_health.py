@@ -10,7 +10,14 @@ from starlette.testclient import TestClient
 
 from kefu.engine.fake import FakeEngine
 from tests.conftest import ClientFactory
-from tests.http.helpers import GatedEngine, SettingsFactory, make_app, serve, wait_until
+from tests.http.helpers import (
+    GatedEngine,
+    SettingsFactory,
+    admission_load,
+    make_app,
+    serve,
+    wait_until,
+)
 
 
 def test_chat_page(shared_client: TestClient) -> None:
@@ -49,7 +56,19 @@ def test_ready_after_start(shared_client: TestClient) -> None:
     engine = body["engine"]
     assert {"running", "waiting", "slots", "kv_used_cells", "kv_total_cells"} <= set(engine)
     assert engine["running"] == 0
-    assert body["admission"] == {"running": 0, "waiting": 0, "reading": 0}
+    admission = body["admission"]
+    assert {k: admission[k] for k in ("running", "waiting", "reading")} == {
+        "running": 0,
+        "waiting": 0,
+        "reading": 0,
+    }
+    assert admission["refused"] == {"overloaded": 0, "queue_full": 0, "queue_timeout": 0}
+    assert set(admission["prompt_reading"]) == {
+        "samples",
+        "fixed_s",
+        "per_token_ms",
+        "deviation_s",
+    }
 
 
 @pytest.mark.anyio
@@ -60,11 +79,14 @@ async def test_ready_reports_load(settings_factory: SettingsFactory) -> None:
         turn = asyncio.create_task(client.post("/chat", json={"message": "hi"}))
         await wait_until(lambda: ("start", "hi") in engine.log)
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 1, "waiting": 0, "reading": 1}
+        assert admission_load(ready) == (1, 0, 1)
+        assert ready["admission"]["prompt_reading"]["samples"] == 0
         engine.release()
         assert (await turn).status_code == 200
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 0, "waiting": 0, "reading": 0}
+        assert admission_load(ready) == (0, 0, 0)
+        # The prompt's first token measured the engine: one sample of the reading line.
+        assert ready["admission"]["prompt_reading"]["samples"] == 1
         assert ready["engine"]["running"] == 0
 
 

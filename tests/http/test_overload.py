@@ -16,6 +16,7 @@ from kefu.engine.fake import FakeEngine
 from tests.http.helpers import (
     GatedEngine,
     SettingsFactory,
+    admission_load,
     assert_envelope,
     make_app,
     parse_sse,
@@ -97,7 +98,7 @@ async def test_queue_holds_max_queue_then_refuses(settings_factory: SettingsFact
         await wait_until(lambda: runtime.admission.waiting == 1)
 
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 1, "waiting": 1, "reading": 1}
+        assert admission_load(ready) == (1, 1, 1)
 
         assert_queue_full(await client.post(COMPLETIONS, json=completion("three")))
         assert_queue_full(await client.post("/chat", json={"message": "three"}))
@@ -141,7 +142,7 @@ async def test_slots_run_side_by_side(settings_factory: SettingsFactory) -> None
         await wait_until(lambda: len(engine.log) == 2)
         assert_queue_full(await client.post(COMPLETIONS, json=completion("c")))
         ready = (await client.get("/ready")).json()
-        assert ready["admission"] == {"running": 2, "waiting": 0, "reading": 2}
+        assert admission_load(ready) == (2, 0, 2)
         engine.release()
         for task in tasks:
             assert (await task).status_code == 200
@@ -168,3 +169,29 @@ async def test_refused_session_turn_stores_nothing(settings_factory: SettingsFac
         # The refused turn released the session lock: the next one runs.
         response = await client.post("/chat", json={"message": "m2", "session_id": session_id})
         assert parse_sse(response.text)[-1].event == "done"
+
+
+async def test_chat_and_v1_hand_their_prompts_length_to_admission(
+    settings_factory: SettingsFactory,
+) -> None:
+    """At its slot a prompt is judged by the tokens it leaves to read (all of them on an
+    engine that keeps no prompts), and its first token teaches admission the line."""
+    engine = FakeEngine()
+    app = make_app(settings_factory(parallel=2, ttft_slo=2.0), engine)
+    async with serve(app) as client:
+        admission = app.state.runtime.admission
+        judged: list[int | None] = []
+        first_token = admission.first_token
+
+        def spy(hold: Any) -> None:
+            if hold.first_token is None:
+                judged.append(hold.tokens)
+            first_token(hold)
+
+        admission.first_token = spy
+        chat = await client.post("/chat", json={"message": "tell me about the sea"})
+        done = next(e for e in parse_sse(chat.text) if e.event == "done").json()
+        v1 = await client.post(COMPLETIONS, json=completion("hello there"))
+        assert v1.status_code == 200, v1.text
+        assert judged == [done["usage"]["prompt_tokens"], v1.json()["usage"]["prompt_tokens"]]
+        assert admission.rate.reading.samples == 2

@@ -9,7 +9,8 @@ import contextlib
 import pytest
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout
-from kefu.limits.admission import Admission, Ewma, Hold, ServiceRate
+from kefu.limits.admission import Admission
+from kefu.limits.rates import Ewma, ServiceRate
 
 pytestmark = pytest.mark.anyio
 
@@ -23,8 +24,10 @@ class Clock:
 
 
 def steady(admission: Admission) -> None:
-    """An engine whose prompts all read alike: no spread, the estimate is the mean."""
+    """An engine whose prompts all read alike and whose replies all hold their slots alike:
+    no spread, the estimates are the means."""
     admission.rate.prefill.deviation = 0.0
+    admission.rate.service.deviation = 0.0
 
 
 async def complete(admission: Admission, clock: Clock, *, service: float, first: float) -> None:
@@ -50,17 +53,18 @@ def test_ewma_upper_bound_allows_for_the_spread_seen() -> None:
     assert Ewma().upper is None
     mean = Ewma(weight=0.5)
     mean.add(4.0)  # one sample: a spread of half of it is assumed (RFC 6298)
-    assert (mean.value, mean.deviation, mean.upper) == (4.0, 2.0, 8.0)
+    assert (mean.value, mean.deviation, mean.upper) == (4.0, 2.0, 10.0)
     mean.add(4.0)  # the same again: the assumed spread halves
-    assert (mean.deviation, mean.upper) == (1.0, 6.0)
+    assert (mean.deviation, mean.upper) == (1.0, 7.0)
     mean.add(8.0)  # 4 over the mean: the spread grows, the bound more than the mean
-    assert (mean.value, mean.deviation, mean.upper) == (6.0, 2.5, 11.0)
+    assert (mean.value, mean.deviation, mean.upper) == (6.0, 2.5, 13.5)
 
 
 def test_prediction_is_the_line_ahead_over_the_completion_rate() -> None:
     rate = ServiceRate(weight=1.0)
     assert rate.predicted_ttft(ahead=0, slots=4, slot_free=False) is None
-    rate.record(Hold(granted=10.0), released=18.0)  # 8 s held
+    rate.record(8.0)  # 8 s held
+    rate.service.deviation = 0.0  # every reply alike
     rate.prefill.add(0.5)  # 0.5 s to read a prompt, twice: no spread
     rate.prefill.add(0.5)
     # A free slot: only the first token's wait.
@@ -181,7 +185,7 @@ async def test_a_spread_in_prompt_reading_widens_the_estimate() -> None:
     assert mean is not None
     assert 2 * mean < 2.0  # by the mean it would still fit
     async with admission.slot():
-        assert admission.predicted_ttft() == pytest.approx(2 * (mean + 2 * spread))
+        assert admission.predicted_ttft() == pytest.approx(2 * (mean + 3 * spread))
         assert isinstance(admission.refusal(), Overloaded)
 
 
@@ -364,3 +368,86 @@ async def test_the_door_gives_back_a_ticket_whose_request_ends_before_its_slot()
             assert admission.reading == 1  # the hold's prompt, the ticket gone
         admission.release(ticket)  # taken already: nothing to give back
     assert admission.reading == 0
+
+
+def measured_line(admission: Admission) -> None:
+    """An engine that reads a cached prompt in 0.2 s and 300 more tokens in 1.5 s more, its
+    prompts on the line (no spread): 0.195 s + 5 ms a token."""
+    admission.rate.reading.add(1, 0.2)
+    admission.rate.reading.add(301, 1.7)
+    admission.rate.reading.deviation = 0.0
+
+
+async def test_a_long_prompt_is_refused_at_its_slot_where_a_short_one_is_taken() -> None:
+    """The door judged a typical prompt; at its slot a built prompt is judged by the tokens
+    it leaves to read, and by the time its request has already spent."""
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    measured_line(admission)
+    async with admission.slot() as decoding:  # another reply is being written
+        admission.first_token(decoding)
+        received = clock.now - 0.1
+        with pytest.raises(Overloaded) as info:  # 0.1 + 0.195 + 400 x 5 ms = 2.3 s
+            async with admission.slot(tokens=400, received=received):
+                pytest.fail("must not be admitted")
+        assert "400-token prompt" in str(info.value)
+        assert admission.refused["overloaded"] == 1
+        async with admission.slot(tokens=50, received=received) as short:  # 0.5 s
+            assert short.tokens == 50
+        # The same short prompt, after 1.5 s spent on its way (a slow second look):
+        with pytest.raises(Overloaded):
+            async with admission.slot(tokens=50, received=clock.now - 1.6):
+                pytest.fail("must not be admitted")
+
+
+async def test_the_prompts_ahead_count_by_their_length() -> None:
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    measured_line(admission)
+    async with admission.slot(tokens=300) as ahead:  # an idle engine takes it: 1.695 s
+        with pytest.raises(Overloaded):  # 1.695 + 0.695 s
+            async with admission.slot(admission.check(), tokens=100, received=clock.now):
+                pytest.fail("must not be admitted")
+        async with admission.slot(admission.check(), tokens=1, received=clock.now):
+            pass  # 1.695 + 0.2 s
+        clock.now += 1.5
+        admission.first_token(ahead)
+        assert admission.rate.reading.samples == 3  # read in 1.5 s: a sample of the line
+        assert admission.rate.reading.seconds(300) < 1.695
+
+
+async def test_an_engine_that_holds_nothing_takes_a_long_prompt() -> None:
+    clock = Clock()
+    admission = Admission(slots=8, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    measured_line(admission)
+    async with admission.slot(tokens=2000, received=clock.now) as hold:  # 10 s by the line
+        assert hold.tokens == 2000
+
+
+async def test_without_an_slo_or_a_line_the_tokens_decide_nothing() -> None:
+    clock = Clock()
+    queue = Admission(slots=2, max_waiting=100, timeout=10, clock=clock)
+    measured_line(queue)
+    fresh = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=2.0, clock=clock)
+    for admission in (queue, fresh):
+        async with admission.slot(), admission.slot(tokens=5000, received=clock.now - 5):
+            assert admission.running == 2
+
+
+async def test_a_slot_is_awaited_only_if_the_slowest_likely_reply_frees_it_in_time() -> None:
+    """Replies run from a few tokens to --max-tokens: a slot judged free by the mean hold
+    came 1.2 s late for the prompt let in on it (10 users, the 2-core box)."""
+    clock = Clock()
+    admission = Admission(slots=2, max_waiting=100, timeout=10, ttft_slo=3.0, clock=clock)
+    await complete(admission, clock, service=2.0, first=0.5)
+    await complete(admission, clock, service=6.0, first=0.5)
+    admission.rate.prefill.deviation = 0.0
+    service = admission.rate.service
+    assert service.value == pytest.approx(2.8)
+    assert service.upper == pytest.approx(7.6)
+    async with admission.slot(), admission.slot():
+        # By the mean a slot frees in 1.4 s (1.9 s with the prompt); by the spread, in 3.8 s.
+        assert admission.predicted_ttft() == pytest.approx(7.6 / 2 + 0.5)
+        with pytest.raises(Overloaded):
+            async with admission.slot():
+                pytest.fail("must not wait for a slot")

@@ -101,3 +101,25 @@ def test_an_entry_larger_than_the_budget_is_not_kept() -> None:
     cache.add(0, (1, 2))
     assert cache.add(1, (5, 6, 7, 8, 9)) == [1]
     assert set(cache.entries) == {0}
+
+
+def test_reusable_says_what_match_would_reuse_and_changes_nothing() -> None:
+    cache = PrefixCache(capacity=4, min_reuse=2)
+    cache.add(0, tuple(range(10)))
+    cache.add(1, (*range(20), 99))
+    before = (
+        cache.stats.lookups,
+        cache.stats.hits,
+        {e.seq_id: e.last_used for e in cache.entries.values()},
+    )
+    assert cache.reusable((*range(15), 42)) == 15
+    assert cache.reusable(tuple(range(20))) == 19  # one token is always left to read
+    assert cache.reusable((1, 2, 3)) == 0  # no prefix in common
+    assert cache.reusable((0, 7)) == 0  # shorter than min_reuse
+    after = (
+        cache.stats.lookups,
+        cache.stats.hits,
+        {e.seq_id: e.last_used for e in cache.entries.values()},
+    )
+    assert after == before
+    assert cache.match((*range(15), 42))[1] == 15

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from kefu.limits.rates import PromptReading
 from kefu.service.runtime import Runtime
 
 
@@ -30,6 +31,8 @@ async def ready(request: Request) -> JSONResponse:
             "running": runtime.admission.running,
             "waiting": runtime.admission.waiting,
             "reading": runtime.admission.reading,
+            "prompt_reading": prompt_reading(runtime.admission.rate.reading),
+            "refused": dict(runtime.admission.refused),
         },
         # What requests hold while they run: all back to idle levels once they are over
         # (benchmarks/disconnect_storm.py and soak.py watch these).
@@ -55,3 +58,13 @@ routes = [
     Route("/health", health, methods=["GET"]),
     Route("/ready", ready, methods=["GET"]),
 ]
+
+
+def prompt_reading(reading: PromptReading) -> dict[str, float]:
+    fixed, per_token = reading.line()
+    return {
+        "samples": reading.samples,
+        "fixed_s": round(fixed, 4),
+        "per_token_ms": round(per_token * 1000, 4),
+        "deviation_s": round(reading.deviation, 4),
+    }

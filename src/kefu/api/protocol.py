@@ -39,12 +39,24 @@ class HealthOut(BaseModel):
     status: Literal["ok"]
 
 
+class PromptReadingOut(BaseModel):
+    """How long the engine takes to read a prompt, as admission measures it: a fixed part
+    and a time per token left to read, fitted to the recent prompts."""
+
+    samples: int = Field(description="Prompts measured since the start")
+    fixed_s: float = Field(description="Seconds any prompt takes, about one engine step")
+    per_token_ms: float = Field(description="Milliseconds per token the engine must read")
+    deviation_s: float = Field(description="Mean deviation of prompts from the line")
+
+
 class AdmissionOut(BaseModel):
     running: int
     waiting: int
     reading: int = Field(
         description="Prompts let in whose first token has not come (held slots and tickets)"
     )
+    prompt_reading: PromptReadingOut
+    refused: dict[str, int] = Field(description="Requests refused so far, by error code")
 
 
 class ReadyOut(BaseModel):

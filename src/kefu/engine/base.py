@@ -151,6 +151,27 @@ class Tokenizer(Protocol):
         ...
 
 
+@runtime_checkable
+class PrefixReuse(Protocol):
+    """An engine that keeps prompts' KV (the embedded one's prefix cache) and can say how
+    much of a new prompt it would not read again: admission judges a prompt by the
+    tokens left to read, and a conversation's next turn may have most of its prompt kept."""
+
+    def reusable_prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens of this prompt whose KV the engine holds now (a guess: it may change
+        before the prompt is read)."""
+        ...
+
+
+def unread_tokens(engine: Tokenizer, messages: Sequence[ChatMessage], prompt_tokens: int) -> int:
+    """Tokens of a prompt the engine will have to read: all of them, unless it says what
+    it keeps (``PrefixReuse``). A remote engine's own cache is unknown here; the rate
+    admission measures for it absorbs what that cache saves."""
+    if isinstance(engine, PrefixReuse):
+        return max(prompt_tokens - engine.reusable_prompt_tokens(messages), 1)
+    return prompt_tokens
+
+
 class Engine(Tokenizer, Protocol):
     """One async method that produces tokens, plus what callers must know to use it."""
 

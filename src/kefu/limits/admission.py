@@ -18,9 +18,10 @@ and fake engines):
   engine that reads prompts side by side (vLLM) the later first tokens come close behind
   the earlier ones, and ``prefill`` falls to match.
 
-Predicted: ``max(slot wait, prompts ahead x prefill) + prefill``, with ``prefill`` taken
-at its mean plus two mean deviations (``Ewma.upper``): judged by its mean alone, a request
-admitted near the SLO's edge missed it whenever a prompt ahead read slowly. Over the SLO,
+Predicted: ``max(slot wait, prompts ahead x prefill) + prefill``, with ``prefill`` and
+``service`` at their upper bounds (``Ewma.upper``, ``limits/rates.py``): judged by its mean
+alone, a request admitted near the SLO's edge missed it whenever a prompt ahead read
+slowly, or the slot it waited for was held by a long reply. Over the SLO,
 the request is refused at once (``Overloaded``) with a ``Retry-After`` of the excess: by
 then the line ahead has drained that much. A prompt still being read stands in for the
 rates while it takes longer than they say (a stalled engine is not described by its
@@ -29,6 +30,11 @@ the service time (a burst at start would otherwise wait out --queue-timeout: the
 it). An engine with a free slot and no prompt to read always takes the request: a rate
 measured while it was busy must not lock an idle engine out. The bounded line
 (``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
+
+The door (``check``) comes before the prompt is built, so it judges a typical prompt. Once
+the prompt is built, its slot judges it again by its length (``prompt_refusal``): a
+conversation's later turn leaves hundreds of tokens to read where a repeated question
+leaves one, and the time its request has spent on the way counts too.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 (with an SLO: no longer than the SLO) fails with QueueTimeout. Slots are handed over
@@ -46,41 +52,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
+from kefu.limits.rates import ServiceRate
 
 AdmissionPolicy = Literal["predicted", "queue"]
-
-# Weight of the newest completion in the averages: about the last ten count.
-EWMA_WEIGHT = 0.2
-
-
-# How far above its mean a prompt's reading is judged to run: the mean plus two mean
-# deviations, as TCP's retransmit timer allows for the spread of round trips (RFC 6298).
-# Two mean deviations of a roughly normal spread is about 1.6 sigma, near the 95th percentile:
-# a prompt admitted at the SLO's edge by its mean alone misses it about half the time.
-DEVIATIONS = 2.0
-
-
-class Ewma:
-    """An exponentially weighted mean and mean deviation; None until the first sample."""
-
-    def __init__(self, weight: float = EWMA_WEIGHT) -> None:
-        self.weight = weight
-        self.value: float | None = None
-        self.deviation = 0.0
-
-    def add(self, sample: float) -> None:
-        sample = max(sample, 0.0)
-        if self.value is None:
-            # RFC 6298's start: half the first sample, a spread not yet seen is not zero.
-            self.value, self.deviation = sample, sample / 2
-            return
-        self.deviation += self.weight * (abs(sample - self.value) - self.deviation)
-        self.value += self.weight * (sample - self.value)
-
-    @property
-    def upper(self) -> float | None:
-        """The mean plus DEVIATIONS mean deviations: what a sample is not likely to exceed."""
-        return None if self.value is None else self.value + DEVIATIONS * self.deviation
 
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
@@ -90,6 +64,7 @@ class Hold:
 
     granted: float
     first_token: float | None = None
+    tokens: int | None = None  # of its prompt, left to read; None where not counted
 
 
 @dataclass(eq=False)
@@ -98,47 +73,6 @@ class Ticket:
     yet: it builds its prompt meanwhile, and the requests after it count that prompt as
     ahead of theirs. A cold start's burst all passed the door before the first took its
     slot, built 61 prompts on the 2-core box, and was refused at the slots ~80 ms later."""
-
-
-class ServiceRate:
-    """What the engine's requests tell of it: how long a completed one held its slot, and
-    how long the engine took to read one prompt (sampled at each first token, so the
-    estimate follows the engine within a few requests, not a few whole replies)."""
-
-    def __init__(self, weight: float = EWMA_WEIGHT) -> None:
-        self.service = Ewma(weight)
-        self.prefill = Ewma(weight)
-        self.completed = 0
-
-    def record(self, hold: Hold, released: float) -> None:
-        self.completed += 1
-        self.service.add(released - hold.granted)
-
-    def predicted_ttft(
-        self,
-        *,
-        ahead: int,
-        slots: int,
-        slot_free: bool,
-        reading: int = 0,
-        oldest_running: float | None = None,
-        read_so_far: float | None = None,
-    ) -> float | None:
-        """Seconds from now to the first token of a request with ``ahead`` waiting before
-        it and ``reading`` admitted requests whose prompts are not yet read.
-        ``oldest_running``: the age of the oldest running request, standing in for the
-        service time before any completion; ``read_so_far``: how long the prompt being read
-        has taken, a floor under ``prefill``. None when there is no evidence at all."""
-        service = self.service.value if self.service.value is not None else oldest_running
-        prefill = self.prefill.upper
-        if read_so_far is not None:
-            prefill = max(prefill or 0.0, read_so_far)
-        if service is None and prefill is None:
-            return None
-        slot_wait = 0.0 if slot_free or service is None else (ahead + 1) * service / slots
-        prefill = prefill or 0.0
-        prompts_ahead = reading + (0 if slot_free else ahead)
-        return max(slot_wait, prompts_ahead * prefill) + prefill
 
 
 class Admission:
@@ -208,7 +142,10 @@ class Admission:
         the request was let in or since the previous prompt was read, whichever is later."""
         if hold.first_token is None:
             hold.first_token = now = self.clock()
-            self.rate.prefill.add(now - self._reading_since(hold.granted))
+            seconds = now - self._reading_since(hold.granted)
+            self.rate.prefill.add(seconds)
+            if hold.tokens is not None:
+                self.rate.reading.add(hold.tokens, seconds)
             self._last_first_token = now
 
     def _reading_since(self, granted: float) -> float:
@@ -270,11 +207,53 @@ class Admission:
             self.refused[refusal.code] += 1
             raise refusal
 
+    def prompt_refusal(self, tokens: int, received: float) -> Overloaded | None:
+        """Whether a request whose prompt is built, ``tokens`` of it left to read, and
+        which came at ``received`` (its TTFT runs from then) would miss the SLO: judged
+        again at its slot by the prompt's length (``ServiceRate.reading``). The door
+        judged a typical prompt; a conversation's later turn is longer, and its second
+        look and prompt may have taken a while. An engine that holds no request takes it."""
+        reading = self.rate.reading
+        if self.ttft_slo is None or not reading.samples or not (self._holds or self._waiters):
+            return None
+        now = self.clock()
+        typical = round(reading.tokens.value or 0.0)
+        unread = [h for h in self._holds if h.first_token is None]
+        # The prompts before it, less what the engine has read of the first of them; each
+        # at its upper bound, as at the door: what slows one (a busy box) slows them all.
+        ahead = sum(reading.upper(typical if h.tokens is None else h.tokens) for h in unread)
+        if unread:
+            ahead = max(0.0, ahead - (now - self._reading_since(min(h.granted for h in unread))))
+        ahead += self.waiting * reading.upper(typical)
+        slot_wait = 0.0
+        if self._free == 0 or self._waiters:
+            service = self.rate.service.upper
+            if service is None:
+                service = now - min((h.granted for h in self._holds), default=now)
+            slot_wait = (self.waiting + 1) * service / self.slots
+        predicted = now - received + max(slot_wait, ahead) + reading.upper(tokens)
+        if predicted <= self.ttft_slo:
+            return None
+        return Overloaded(
+            f"the server is busy: a reply to this {tokens}-token prompt would start "
+            f"{predicted:.1f} s after the request came, over the {self.ttft_slo:g} s it "
+            "aims for; retry shortly",
+            retry_after=max(1.0, predicted - self.ttft_slo),
+        )
+
     @asynccontextmanager
-    async def slot(self, ticket: Ticket | None = None) -> AsyncIterator[Hold]:
-        """A slot, judged at the door by ``ticket`` (from ``check``) or now without one."""
-        await self._acquire(ticket)
-        hold = Hold(granted=self.clock())
+    async def slot(
+        self,
+        ticket: Ticket | None = None,
+        *,
+        tokens: int | None = None,
+        received: float | None = None,
+    ) -> AsyncIterator[Hold]:
+        """A slot, judged at the door by ``ticket`` (from ``check``) or now without one,
+        and again by the prompt's ``tokens`` left to read when they are counted (TTFT
+        from ``received``, now if None)."""
+        await self._acquire(ticket, tokens, self.clock() if received is None else received)
+        hold = Hold(granted=self.clock(), tokens=tokens)
         self._holds.add(hold)
         completed = False
         try:
@@ -286,13 +265,16 @@ class Admission:
             # Only a request that ran to its end measures the rate: one cut short by a
             # client that left says nothing of how long the next will hold its slot.
             if completed:
-                self.rate.record(hold, self.clock())
+                self.rate.record(self.clock() - hold.granted)
 
-    async def _acquire(self, ticket: Ticket | None) -> None:
+    async def _acquire(self, ticket: Ticket | None, tokens: int | None, received: float) -> None:
         if ticket in self._tickets:
             self._tickets.discard(ticket)  # judged at the door: the same request, not anew
         else:
             self._refuse_now()
+        if tokens is not None and (refusal := self.prompt_refusal(tokens, received)):
+            self.refused[refusal.code] += 1
+            raise refusal
         if self._free > 0 and not self._waiters:
             self._free -= 1
             return

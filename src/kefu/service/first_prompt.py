@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams
+from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams, unread_tokens
 from kefu.limits.admission import Admission
 from kefu.service.context import build_context
 
@@ -37,7 +37,7 @@ async def time_a_first_prompt(
     passages: Sequence[tuple[str, str]],
 ) -> float:
     """Read a first turn's prompt and reply one token; the seconds to that token, also
-    recorded as admission's first prefill sample."""
+    recorded as admission's first prefill sample (per prompt, and against its length)."""
     built = build_context(
         persona=persona,
         knowledge=passages,
@@ -51,6 +51,7 @@ async def time_a_first_prompt(
         sampling=SamplingParams(max_tokens=1, temperature=0),
         request_id="first-prompt",
     )
+    unread = unread_tokens(engine, built.messages, built.prompt_tokens)
     started = time.perf_counter()
     seconds: float | None = None
     async for event in engine.generate(request):
@@ -59,5 +60,11 @@ async def time_a_first_prompt(
     if seconds is None:  # a reply with no token: its end is when the prompt was read
         seconds = time.perf_counter() - started
     admission.rate.prefill.add(seconds)
-    log.info("read a first turn's prompt (%d passages) in %.2f s", len(passages), seconds)
+    admission.rate.reading.add(unread, seconds)
+    log.info(
+        "read a first turn's prompt (%d passages, %d tokens to read) in %.2f s",
+        len(passages),
+        unread,
+        seconds,
+    )
     return seconds

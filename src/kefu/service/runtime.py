@@ -246,13 +246,17 @@ class Runtime:
             )
 
     @asynccontextmanager
-    async def admitted(self, timeline: Timeline, ticket: Ticket) -> AsyncIterator[Hold]:
-        """Hold an engine slot, for the request ``ticket`` let through the door; fails fast
-        with Overloaded or QueueFull, or QueueTimeout after waiting. The hold goes to
-        ``generate``, which reports its first token."""
+    async def admitted(
+        self, timeline: Timeline, ticket: Ticket, unread: int | None = None
+    ) -> AsyncIterator[Hold]:
+        """Hold an engine slot, for the request ``ticket`` let through the door, whose
+        prompt leaves ``unread`` tokens to read; fails fast with Overloaded or QueueFull,
+        or QueueTimeout after waiting. The hold goes to ``generate``, which reports its
+        first token."""
         self.check_ready()
         timeline.mark("admitted")
-        async with self.admission.slot(ticket) as hold:
+        received = timeline.marks["received"]
+        async with self.admission.slot(ticket, tokens=unread, received=received) as hold:
             yield hold
 
     async def generate(

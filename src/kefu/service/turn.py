@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from kefu.engine.base import ChatMessage, Finished, GenerationRequest, SamplingParams, Usage
+from kefu.engine.base import (
+    ChatMessage,
+    Finished,
+    GenerationRequest,
+    SamplingParams,
+    Tokenizer,
+    Usage,
+    unread_tokens,
+)
 from kefu.errors import (
     EngineError,
     InvalidRequest,
@@ -33,7 +41,7 @@ from kefu.limits.admission import Ticket
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.service.busy import TurnBusy, busy_answer
-from kefu.service.context import build_context
+from kefu.service.context import BuiltContext, build_context
 from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
@@ -365,7 +373,8 @@ async def _answer_by_llm(
         budget=runtime.engine.context_window - max_tokens,
         memory=memory,
     )
-    context = await runtime.build_prompt(build)  # the trimming may tokenize it repeatedly
+    # On a prompt thread: the trimming may tokenize it repeatedly.
+    context, unread = await runtime.build_prompt(lambda: _counted(build(), runtime.engine))
     timeline.mark("context_built")
     request = GenerationRequest(
         messages=context.messages,
@@ -373,7 +382,7 @@ async def _answer_by_llm(
         request_id=session_id,
         routing_key=session_id,
     )
-    async with runtime.admitted(timeline, ticket) as hold:
+    async with runtime.admitted(timeline, ticket, unread) as hold:
         yield TurnStarted(session_id)
         parts: list[str] = []
         outcome = "cancelled"
@@ -433,6 +442,11 @@ async def _answer_by_llm(
                         fast_path, fast_path.scope(tenant), message, reply, vector, sources
                     )
                 )
+
+
+def _counted(context: BuiltContext, tokenizer: Tokenizer) -> tuple[BuiltContext, int]:
+    """The context, and its prompt's tokens the engine will have to read."""
+    return context, unread_tokens(tokenizer, context.messages, context.prompt_tokens)
 
 
 def _llm_turn(

@@ -29,6 +29,7 @@ from kefu.engine.base import (
     SamplingParams,
     TokenDelta,
     Usage,
+    unread_tokens,
 )
 from kefu.errors import ContextLengthExceeded, EngineError
 from kefu.service.runtime import Runtime
@@ -54,7 +55,7 @@ def list_models(runtime: Runtime) -> ModelList:
 
 async def checked_request(
     runtime: Runtime, request: ChatCompletionRequest, request_id: str
-) -> GenerationRequest:
+) -> tuple[GenerationRequest, int]:
     """``generation_request`` on a prompt thread, as /chat builds its context: counting a
     conversation's tokens takes milliseconds the loop's other requests would wait for."""
     return await runtime.build_prompt(lambda: generation_request(runtime, request, request_id))
@@ -62,8 +63,9 @@ async def checked_request(
 
 def generation_request(
     runtime: Runtime, request: ChatCompletionRequest, request_id: str
-) -> GenerationRequest:
-    """Check the request against the model's window and fill in defaults."""
+) -> tuple[GenerationRequest, int]:
+    """Check the request against the model's window and fill in defaults; with it, the
+    prompt's tokens the engine will have to read (admission judges the prompt by them)."""
     messages = [ChatMessage(ROLES[m.role], m.text()) for m in request.messages]
     prompt_tokens = runtime.engine.count_chat_tokens(messages)
     window = runtime.engine.context_window
@@ -81,13 +83,14 @@ def generation_request(
         stop=tuple(request.stop_list()),
         seed=request.seed,
     )
-    return GenerationRequest(
+    generation = GenerationRequest(
         messages=messages,
         sampling=sampling,
         request_id=request_id,
         routing_key=conversation_key(messages),
         extra=request.model_extra or {},
     )
+    return generation, unread_tokens(runtime.engine, messages, prompt_tokens)
 
 
 def conversation_key(messages: list[ChatMessage]) -> str:
@@ -120,13 +123,13 @@ async def create_completion(
     # Before the prompt is counted: a refusal costs ~nothing.
     with runtime.admission.door() as ticket:
         completion_id = new_completion_id()
-        generation = await checked_request(runtime, request, completion_id)
+        generation, unread = await checked_request(runtime, request, completion_id)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
         parts: list[str] = []
         finished: Finished | None = None
         async with (
-            runtime.admitted(timeline, ticket) as hold,
+            runtime.admitted(timeline, ticket, unread) as hold,
             aclosing(runtime.generate(generation, timeline, hold)) as events,
         ):
             async for event in events:
@@ -161,7 +164,7 @@ async def stream_completion(
     # Before the prompt is counted: a refusal costs ~nothing.
     with runtime.admission.door() as ticket:
         completion_id = new_completion_id()
-        generation = await checked_request(runtime, request, completion_id)
+        generation, unread = await checked_request(runtime, request, completion_id)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
         created = int(time.time())
@@ -175,7 +178,7 @@ async def stream_completion(
                 choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
             )
 
-        async with runtime.admitted(timeline, ticket) as hold:
+        async with runtime.admitted(timeline, ticket, unread) as hold:
             yield chunk(Delta(role="assistant", content=""))
             async with aclosing(runtime.generate(generation, timeline, hold)) as events:
                 async for event in events:

@@ -118,6 +118,10 @@ class LlamaCppEngine:
         model, _ = self._loaded()
         return len(model.chat_tokens(messages))
 
+    def reusable_prompt_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        model, scheduler = self._loaded()
+        return scheduler.cache.reusable(model.chat_tokens(messages))
+
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         model, scheduler = self._loaded()
         prompt = model.chat_tokens(request.messages)

@@ -84,6 +84,15 @@ class PrefixCache:
         self.stats.reused_tokens += best_len
         return best, best_len
 
+    def reusable(self, prompt: tuple[int, ...]) -> int:
+        """How many of ``prompt``'s tokens ``match`` would reuse now; counts nothing and
+        touches no entry. Safe from another thread: it reads a copy of the entries."""
+        best = max(
+            (common_prefix_len(e.tokens, prompt) for e in list(self.entries.values())), default=0
+        )
+        best = min(best, len(prompt) - 1)
+        return best if best >= self.min_reuse else 0
+
     def add(self, seq_id: int, tokens: tuple[int, ...], *, pinned: bool = False) -> list[int]:
         """Keep ``seq_id``'s KV; returns the sequence ids evicted to make room (to free)."""
         # An entry the new one extends adds nothing (a conversation's previous turn).
