@@ -219,3 +219,40 @@ async def test_a_long_prompt_is_refused_at_its_slot_as_a_busy_answer(
         assert runtime.admission.running == 1  # neither took the free slot
         engine.release()
         assert (await first).status_code == 200
+
+
+async def test_a_message_on_its_second_look_counts_as_a_prompt_ahead(
+    settings_factory: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message the engine could take holds a ticket through its second look: the next
+    message counts it as a prompt ahead and is refused at once, without a second look of
+    its own (a burst on an idle engine all queued for second looks before)."""
+    engine = GatedEngine()
+    async with one_slot_with_the_fast_path(settings_factory, engine) as (client, runtime):
+        fast_path = runtime.fast_path
+        assert fast_path is not None
+        runtime.admission.rate.prefill.add(1.5)  # 1.5 s a prompt: two do not fit 2 s
+        runtime.admission.rate.prefill.deviation = 0.0
+        looks: list[bool] = []
+        looking = asyncio.Event()
+        plan = fast_path.plan
+
+        async def spied_plan(*args: Any, **kwargs: Any) -> Plan:
+            looks.append(kwargs["second_look"])
+            if kwargs["second_look"]:
+                await looking.wait()
+            return await plan(*args, **kwargs)
+
+        monkeypatch.setattr(fast_path, "plan", spied_plan)
+        first = asyncio.create_task(client.post("/chat", json={"message": QUESTION}))
+        await wait_until(lambda: looks == [True])
+        assert runtime.admission.reading == 1  # its ticket
+        response = await client.post("/chat", json={"message": ZH_QUESTION})
+        assert response.status_code == 503
+        assert parse_sse(response.text)[0].json()["error"]["code"] == "overloaded"
+        assert looks == [True, False]
+        looking.set()
+        engine.release()
+        assert (await first).status_code == 200
+        assert runtime.admission.reading == 0
+        assert runtime.admission.refused["overloaded"] == 1

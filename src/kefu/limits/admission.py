@@ -44,6 +44,7 @@ first-come, first-served.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -53,6 +54,8 @@ from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.limits.rates import ServiceRate
+
+log = logging.getLogger("kefu.admission")
 
 AdmissionPolicy = Literal["predicted", "queue"]
 
@@ -145,6 +148,12 @@ class Admission:
             seconds = now - self._reading_since(hold.granted)
             self.rate.prefill.add(seconds)
             if hold.tokens is not None:
+                log.debug(
+                    "read a prompt of %d tokens in %.3f s; the line said %.3f s",
+                    hold.tokens,
+                    seconds,
+                    self.rate.reading.seconds(hold.tokens),
+                )
                 self.rate.reading.add(hold.tokens, seconds)
             self._last_first_token = now
 
@@ -183,6 +192,14 @@ class Admission:
         refusal costs about a millisecond however loaded the server is. The ticket counts
         as a prompt ahead until ``slot`` takes it or ``release`` drops it."""
         self._refuse_now()
+        return self._ticket()
+
+    def ticket_if_free(self) -> Ticket | None:
+        """``check`` that neither raises nor counts a refusal: a ticket, or None where
+        ``check`` would refuse now (the caller may still answer without the engine)."""
+        return None if self.refusal() is not None else self._ticket()
+
+    def _ticket(self) -> Ticket:
         ticket = Ticket()
         self._tickets.add(ticket)
         return ticket
@@ -232,6 +249,17 @@ class Admission:
                 service = now - min((h.granted for h in self._holds), default=now)
             slot_wait = (self.waiting + 1) * service / self.slots
         predicted = now - received + max(slot_wait, ahead) + reading.upper(tokens)
+        log.debug(
+            "prompt of %d tokens: %.3f s spent, %.3f s slot wait, %.3f s ahead, %.3f s own "
+            "(%.3f s by the line): %.3f s predicted",
+            tokens,
+            now - received,
+            slot_wait,
+            ahead,
+            reading.upper(tokens),
+            reading.seconds(tokens),
+            predicted,
+        )
         if predicted <= self.ttft_slo:
             return None
         return Overloaded(

@@ -159,79 +159,91 @@ async def run_turn(
         failed = repeated or is_failure_signal(read)
 
         plan: Plan | None = None
-        if session is not None and session.state == "handoff":
-            plan = runtime.handoff_waiting(read.lang)
-        elif fast_path is not None:
-            scope = fast_path.scope(tenant)
-            # The router counts a message that says so itself; a repeat only we can see.
-            failures = earlier_failures(stored) + repeated
-            # A message the engine could not take now gets no second look: it would spend
-            # 20-70 ms of a core, shared with the decoding, before the same refusal.
-            engine_free = runtime.admission.refusal() is None
-            plan = await fast_path.plan(
-                read, scope=scope, failures=failures, second_look=engine_free
-            )
-        timeline.mark("routed")
-        # aclosing: a client that leaves closes this generator, and the inner one must
-        # run its finally (free the engine slot, store the turn) now, not at GC.
-        if plan is not None and plan.reply is not None:
-            answer = _answer_fast(
-                runtime, session_id, message, user_id, plan, failed, timeline, owner
-            )
-            try:
-                async with aclosing(answer) as events:
-                    async for event in events:
-                        yield event
-            finally:
-                if settings.memory == "summary":
-                    runtime.memory.turn_ended(session_id, turn_number, 0)
-            return
+        ticket: Ticket | None = None
+        try:
+            if session is not None and session.state == "handoff":
+                plan = runtime.handoff_waiting(read.lang)
+            elif fast_path is not None:
+                scope = fast_path.scope(tenant)
+                # The router counts a message that says so itself; a repeat only we can see.
+                failures = earlier_failures(stored) + repeated
+                # A message the engine could not take now gets no second look: it would
+                # spend 20-70 ms of a core, shared with the decoding, before the same
+                # refusal. One it could take holds a ticket through its second look, so the
+                # messages behind it count it as a prompt ahead: ten first messages at
+                # once all saw the engine free, all queued for second looks, and the last
+                # was refused 143 ms after it came.
+                ticket = runtime.admission.ticket_if_free()
+                plan = await fast_path.plan(
+                    read, scope=scope, failures=failures, second_look=ticket is not None
+                )
+            timeline.mark("routed")
+            # aclosing: a client that leaves closes this generator, and the inner one must
+            # run its finally (free the engine slot, store the turn) now, not at GC.
+            if plan is not None and plan.reply is not None:
+                answer = _answer_fast(
+                    runtime, session_id, message, user_id, plan, failed, timeline, owner
+                )
+                try:
+                    async with aclosing(answer) as events:
+                        async for event in events:
+                            yield event
+                finally:
+                    if settings.memory == "summary":
+                        runtime.memory.turn_ended(session_id, turn_number, 0)
+                return
 
-        runtime.check_ready()
-        try:
-            # Before the memory is read and the prompt built: a refusal costs a millisecond.
-            ticket = runtime.admission.check()
-        except (Overloaded, QueueFull) as exc:
-            yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
-            return
-        started = False
-        covered = 0
-        try:
-            memory = None
-            if settings.memory == "summary" and not is_new:
-                memory = await runtime.store.load_memory(session_id)
-            covered = memory.covered_turn if memory is not None else 0
-            history = prompt_history(
-                stored, settings.history_turns, settings.memory, covered, settings.memory_every
-            )
-            generation = _answer_by_llm(
-                runtime,
-                session_id=session_id,
-                message=message,
-                user_id=user_id,
-                history=history,
-                plan=plan,
-                failed=failed,
-                tenant=tenant,
-                first_turn=turn_number == 1,
-                timeline=timeline,
-                owner=owner,
-                memory=memory_block(memory),
-                ticket=ticket,
-            )
-            async with aclosing(generation) as events:
-                async for event in events:
-                    started = True
-                    yield event
-        except (Overloaded, QueueFull, QueueTimeout) as exc:
-            if started:
-                raise
-            yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
-            return
+            runtime.check_ready()
+            if ticket is None:
+                try:
+                    # Before the memory is read and the prompt built: a refusal costs a
+                    # millisecond.
+                    ticket = runtime.admission.check()
+                except (Overloaded, QueueFull) as exc:
+                    yield _busy(
+                        runtime, exc, None if is_new else session_id, read.lang, plan, timeline
+                    )
+                    return
+            started = False
+            covered = 0
+            try:
+                memory = None
+                if settings.memory == "summary" and not is_new:
+                    memory = await runtime.store.load_memory(session_id)
+                covered = memory.covered_turn if memory is not None else 0
+                history = prompt_history(
+                    stored, settings.history_turns, settings.memory, covered, settings.memory_every
+                )
+                generation = _answer_by_llm(
+                    runtime,
+                    session_id=session_id,
+                    message=message,
+                    user_id=user_id,
+                    history=history,
+                    plan=plan,
+                    failed=failed,
+                    tenant=tenant,
+                    first_turn=turn_number == 1,
+                    timeline=timeline,
+                    owner=owner,
+                    memory=memory_block(memory),
+                    ticket=ticket,
+                )
+                async with aclosing(generation) as events:
+                    async for event in events:
+                        started = True
+                        yield event
+            except (Overloaded, QueueFull, QueueTimeout) as exc:
+                if started:
+                    raise
+                yield _busy(runtime, exc, None if is_new else session_id, read.lang, plan, timeline)
+                return
+            finally:
+                if settings.memory == "summary" and started:
+                    runtime.memory.turn_ended(session_id, turn_number, covered)
         finally:
-            runtime.admission.release(ticket)  # nothing once its slot took it
-            if settings.memory == "summary" and started:
-                runtime.memory.turn_ended(session_id, turn_number, covered)
+            if ticket is not None:
+                runtime.admission.release(ticket)  # nothing once its slot took it
 
 
 def _busy(
