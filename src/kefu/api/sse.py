@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from typing import Any, TypeVar
 
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from kefu.api.disconnect import wait_disconnect
@@ -22,6 +23,7 @@ from kefu.errors import KefuError
 
 T = TypeVar("T")
 
+SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
 SSE_HEADERS = {
     "cache-control": "no-cache",
     "x-accel-buffering": "no",  # nginx would otherwise buffer the whole stream
@@ -42,16 +44,29 @@ async def open_event_stream(
     trailer: bytes = b"",
     keepalive: float | None = None,
     head: Callable[[T], tuple[int, Mapping[str, str]]] | None = None,
-) -> EventStream:
+    last: Callable[[T], bool] | None = None,
+) -> EventStream | Response:
     """Start streaming ``events``; an error before the first event keeps its HTTP status.
 
     A KefuError after the stream started is sent in-band, as ``error_event`` (None:
     a plain ``data:`` frame, as OpenAI does), then ``trailer``. With ``keepalive``, a
     comment frame goes out whenever the next event takes longer than that many seconds.
     ``head``: the status and extra headers the first event calls for (default 200).
+    ``last``: whether a first event is the only one (a refusal's): then the whole
+    response goes out at once, in the same turn of the event loop. Streamed, each frame
+    waited for every other request's turn: in a burst of a hundred, refusals that were
+    ready in milliseconds reached the wire 70-150 ms later.
     """
     first = await anext(events)
     status, headers = head(first) if head is not None else (200, {})
+    if last is not None and last(first):
+        await events.aclose()
+        return Response(
+            encode(first) + trailer,
+            status_code=status,
+            headers={**SSE_HEADERS, **headers},
+            media_type=SSE_MEDIA_TYPE,
+        )
 
     async def frames() -> AsyncGenerator[bytes, None]:
         try:
@@ -147,7 +162,7 @@ class EventStream:
             await self.frames.aclose()
 
     async def _send_all(self, send: Send) -> None:
-        headers = [(b"content-type", b"text/event-stream; charset=utf-8")]
+        headers = [(b"content-type", SSE_MEDIA_TYPE.encode())]
         headers += [(k.encode(), v.encode()) for k, v in self.headers.items()]
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
         try:

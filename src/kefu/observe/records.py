@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kefu.service.timeline import Timeline
@@ -45,7 +45,12 @@ class RequestRecord:
         return self.tier is not None
 
     def as_log(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        # Field by field: asdict deep-copies, and that cost more than the rest of a
+        # request's log line (~0.1 ms of the event loop each).
+        return {name: value for name in _FIELDS if (value := getattr(self, name)) is not None}
+
+
+_FIELDS = tuple(f.name for f in fields(RequestRecord))
 
 
 def record_from(

@@ -35,7 +35,7 @@ KEEPALIVE_SECONDS = 15.0  # a comment frame on a silent stream, so proxies keep 
 WAITING_KEEPALIVE_SECONDS = 3.0
 
 
-async def chat(request: Request) -> EventStream:
+async def chat(request: Request) -> EventStream | Response:
     timeline: Timeline = request.state.timeline
     runtime: Runtime = request.app.state.runtime
     body = await read_model(
@@ -52,8 +52,18 @@ async def chat(request: Request) -> EventStream:
         owner=owner_of(request),
     )
     return await open_event_stream(
-        events, _frame, error_event="error", keepalive=WAITING_KEEPALIVE_SECONDS, head=_head
+        events,
+        _frame,
+        error_event="error",
+        keepalive=WAITING_KEEPALIVE_SECONDS,
+        head=_head,
+        last=_is_busy,
     )
+
+
+def _is_busy(event: TurnEvent) -> bool:
+    """A busy answer is the turn's only event."""
+    return isinstance(event, TurnBusy)
 
 
 def _head(event: TurnEvent) -> tuple[int, dict[str, str]]:
