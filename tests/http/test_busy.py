@@ -7,20 +7,19 @@ engine is too slow for the SLO" is a state, not a race."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
-from starlette.types import Message
 
 from kefu.service.plan import Plan
 from kefu.service.runtime import Runtime
 from tests.http.helpers import (
     GatedEngine,
     SettingsFactory,
+    asgi_post,
     assert_envelope,
     make_app,
     parse_sse,
@@ -271,39 +270,15 @@ async def test_a_busy_answer_goes_out_whole_in_one_write(
     async with serve(app) as client:
         runtime: Runtime = app.state.runtime
         busy = await hold_the_only_slot(client, runtime)
-        body = json.dumps({"message": QUESTION}).encode()
-        sent: list[Message] = []
-        received = False
-
-        async def receive() -> Message:
-            nonlocal received
-            if not received:
-                received = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()  # the client stays: no disconnect
-            raise AssertionError("unreachable")
-
-        async def send(message: Message) -> None:
-            sent.append(message)
-
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/chat",
-            "raw_path": b"/chat",
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(b"content-type", b"application/json")],
-            "client": ("127.0.0.1", 1),
-            "server": ("testserver", 80),
-        }
-        await app(scope, receive, send)
+        sent = await asgi_post(app, "/chat", {"message": QUESTION}, disconnect_when=never)
         assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
         assert sent[0]["status"] == 503
         assert not sent[1].get("more_body", False)
         assert parse_sse(sent[1]["body"].decode())[0].event == "busy"
         engine.release()
         assert (await busy).status_code == 200
+
+
+def never(_: bytes) -> bool:
+    """The client stays to the end."""
+    return False
