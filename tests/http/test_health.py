@@ -67,7 +67,7 @@ def test_ready_after_start(shared_client: TestClient) -> None:
         "samples",
         "fixed_s",
         "per_token_ms",
-        "deviation_s",
+        "spread",
     }
 
 

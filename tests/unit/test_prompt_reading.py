@@ -59,6 +59,19 @@ def test_a_line_below_zero_for_short_prompts_is_read_as_proportional() -> None:
     assert per_token == pytest.approx((0.9 * 100 * 0.1 + 200 * 1.0) / (0.9 * 100**2 + 200**2))
 
 
+def test_the_margin_grows_with_the_prompt() -> None:
+    """A busy box slows the engine by a factor: a long prompt strays by more seconds."""
+    reading = PromptReading(weight=0.5)
+    reading.add(1, 0.2)
+    reading.add(301, 1.7)  # the line: 0.195 s + 5 ms a token
+    reading.add(301, 2.2)  # 0.5 s over: a third of the line
+    spread = reading.spread
+    assert 0 < spread < 1
+    for tokens in (1, 101, 401):
+        assert reading.upper(tokens) == pytest.approx(reading.seconds(tokens) * (1 + 3 * spread))
+    assert reading.upper(401) - reading.seconds(401) > 5 * (reading.upper(1) - reading.seconds(1))
+
+
 def test_the_deviation_is_how_far_prompts_stray_from_the_line() -> None:
     reading = PromptReading(weight=0.5)
     reading.add(100, 1.0)

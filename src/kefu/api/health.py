@@ -66,5 +66,5 @@ def prompt_reading(reading: PromptReading) -> dict[str, float]:
         "samples": reading.samples,
         "fixed_s": round(fixed, 4),
         "per_token_ms": round(per_token * 1000, 4),
-        "deviation_s": round(reading.deviation, 4),
+        "spread": round(reading.spread, 4),
     }

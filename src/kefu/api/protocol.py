@@ -46,7 +46,10 @@ class PromptReadingOut(BaseModel):
     samples: int = Field(description="Prompts measured since the start")
     fixed_s: float = Field(description="Seconds any prompt takes, about one engine step")
     per_token_ms: float = Field(description="Milliseconds per token the engine must read")
-    deviation_s: float = Field(description="Mean deviation of prompts from the line")
+    spread: float = Field(
+        description="Mean deviation of prompts from the line, as a share of it; admission "
+        "allows three of them above the line"
+    )
 
 
 class AdmissionOut(BaseModel):

@@ -62,7 +62,10 @@ class PromptReading:
         self.forget = forget
         self.weight = weight
         self.samples = 0
+        # How far prompts stray from the line (a mean, seconds), and the line's mean at
+        # the same prompts: their ratio is the spread as a share of the line.
         self.deviation = 0.0
+        self._typical = 0.0
         # Tokens a prompt leaves to read, for a prompt not built yet.
         self.tokens = Ewma(weight)
         # Weighted sums: weight, tokens, seconds, tokens², tokens x seconds.
@@ -71,10 +74,12 @@ class PromptReading:
     def add(self, tokens: int, seconds: float) -> None:
         seconds = max(seconds, 0.0)
         if self.samples:
-            miss = abs(seconds - self.seconds(tokens))
-            self.deviation += self.weight * (miss - self.deviation)
+            said = self.seconds(tokens)
+            self.deviation += self.weight * (abs(seconds - said) - self.deviation)
+            self._typical += self.weight * (said - self._typical)
         else:
-            self.deviation = seconds / 2  # as Ewma starts: a spread not yet seen is not zero
+            # As Ewma starts: a spread not yet seen is not zero, but half the sample.
+            self.deviation, self._typical = seconds / 2, seconds
         keep = self.forget
         self._n = keep * self._n + 1
         self._x = keep * self._x + tokens
@@ -105,10 +110,18 @@ class PromptReading:
         fixed, per_token = self.line()
         return fixed + per_token * tokens
 
+    @property
+    def spread(self) -> float:
+        """The mean deviation from the line as a share of it (0.2: prompts stray 20 %)."""
+        return self.deviation / self._typical if self._typical > 0 else 0.0
+
     def upper(self, tokens: int) -> float:
         """What reading ``tokens`` is not likely to exceed: the line plus DEVIATIONS mean
-        deviations."""
-        return self.seconds(tokens) + DEVIATIONS * self.deviation
+        deviations, in proportion to the prompt. A busy box slows the engine by a factor,
+        so a long prompt strays by more seconds than a short one: a spread in seconds
+        let through 300-450-token prompts read 1.7-2.4x slower than the line, and held
+        a cached prompt's 0.2 s to a margin of half a second."""
+        return self.seconds(tokens) * (1 + DEVIATIONS * self.spread)
 
 
 class ServiceRate:
