@@ -119,8 +119,8 @@ class PromptReading:
         """What reading ``tokens`` is not likely to exceed: the line plus DEVIATIONS mean
         deviations, in proportion to the prompt. A busy box slows the engine by a factor,
         so a long prompt strays by more seconds than a short one: a spread in seconds
-        let through 300-450-token prompts read 1.7-2.4x slower than the line, and held
-        a cached prompt's 0.2 s to a margin of half a second."""
+        let through prompts of 220-450 tokens read up to twice as slowly as the line
+        said, and gave a cached prompt's 0.2 s a margin of half a second."""
         return self.seconds(tokens) * (1 + DEVIATIONS * self.spread)
 
 
