@@ -124,19 +124,26 @@ class Admission:
         or will once their tickets take their slots."""
         return sum(1 for h in self._holds if h.first_token is None) + len(self._tickets)
 
+    @property
+    def _slot_free(self) -> bool:
+        return self._free > 0 and not self._waiters
+
+    def _oldest_running(self, now: float) -> float | None:
+        """The age of the oldest request holding a slot, None when none does."""
+        oldest = min((h.granted for h in self._holds), default=None)
+        return None if oldest is None else now - oldest
+
     def predicted_ttft(self) -> float | None:
         """A request arriving now: seconds to its first token, by the measured rates."""
         now = self.clock()
-        slot_free = self._free > 0 and not self._waiters
-        oldest = min((h.granted for h in self._holds), default=None)
         unread = [h.granted for h in self._holds if h.first_token is None]
         read_so_far = now - self._reading_since(min(unread)) if unread else None
         return self.rate.predicted_ttft(
             ahead=self.waiting,
             slots=self.slots,
-            slot_free=slot_free,
+            slot_free=self._slot_free,
             reading=len(unread) + len(self._tickets),
-            oldest_running=None if oldest is None else now - oldest,
+            oldest_running=self._oldest_running(now),
             read_so_far=read_so_far,
         )
 
@@ -148,12 +155,14 @@ class Admission:
             seconds = now - self._reading_since(hold.granted)
             self.rate.prefill.add(seconds)
             if hold.tokens is not None:
-                log.debug(
-                    "read a prompt of %d tokens in %.3f s; the line said %.3f s",
-                    hold.tokens,
-                    seconds,
-                    self.rate.reading.seconds(hold.tokens),
-                )
+                if log.isEnabledFor(logging.DEBUG):
+                    said = self.rate.reading.seconds(hold.tokens)
+                    log.debug(
+                        "read a prompt of %d tokens in %.3f s; the line said %.3f s",
+                        hold.tokens,
+                        seconds,
+                        said,
+                    )
                 self.rate.reading.add(hold.tokens, seconds)
             self._last_first_token = now
 
@@ -167,7 +176,7 @@ class Admission:
     def refusal(self) -> Unavailable | None:
         """What a request arriving now would be refused with at once (Overloaded,
         QueueFull), or None when it would get a slot or a place in line; counts nothing."""
-        slot_free = self._free > 0 and not self._waiters
+        slot_free = self._slot_free
         if slot_free and not self.reading:
             return None  # an idle engine takes it, whatever it measured while busy
         if self.ttft_slo is not None:
@@ -191,7 +200,7 @@ class Admission:
         asks before it spends CPU on what only an admitted request needs (a prompt), so a
         refusal costs about a millisecond however loaded the server is. The ticket counts
         as a prompt ahead until ``slot`` takes it or ``release`` drops it."""
-        self._refuse_now()
+        self._refuse(self.refusal())
         return self._ticket()
 
     def ticket_if_free(self) -> Ticket | None:
@@ -218,8 +227,8 @@ class Admission:
         nothing once ``slot`` has taken it."""
         self._tickets.discard(ticket)
 
-    def _refuse_now(self) -> None:
-        refusal = self.refusal()
+    def _refuse(self, refusal: Unavailable | None) -> None:
+        """Count and raise ``refusal``, if there is one."""
         if refusal is not None:
             self.refused[refusal.code] += 1
             raise refusal
@@ -243,23 +252,22 @@ class Admission:
             ahead = max(0.0, ahead - (now - self._reading_since(min(h.granted for h in unread))))
         ahead += self.waiting * reading.upper(typical)
         slot_wait = 0.0
-        if self._free == 0 or self._waiters:
-            service = self.rate.service.upper
-            if service is None:
-                service = now - min((h.granted for h in self._holds), default=now)
-            slot_wait = (self.waiting + 1) * service / self.slots
-        predicted = now - received + max(slot_wait, ahead) + reading.upper(tokens)
-        log.debug(
-            "prompt of %d tokens: %.3f s spent, %.3f s slot wait, %.3f s ahead, %.3f s own "
-            "(%.3f s by the line): %.3f s predicted",
-            tokens,
-            now - received,
-            slot_wait,
-            ahead,
-            reading.upper(tokens),
-            reading.seconds(tokens),
-            predicted,
-        )
+        if not self._slot_free:
+            slot_wait = self.rate.slot_wait(self.waiting, self.slots, self._oldest_running(now))
+        own = reading.upper(tokens)
+        predicted = now - received + max(slot_wait, ahead) + own
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "prompt of %d tokens: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
+                "%.3f s own (%.3f s by the line): %.3f s predicted",
+                tokens,
+                now - received,
+                slot_wait,
+                ahead,
+                own,
+                reading.seconds(tokens),
+                predicted,
+            )
         if predicted <= self.ttft_slo:
             return None
         return Overloaded(
@@ -299,11 +307,10 @@ class Admission:
         if ticket in self._tickets:
             self._tickets.discard(ticket)  # judged at the door: the same request, not anew
         else:
-            self._refuse_now()
-        if tokens is not None and (refusal := self.prompt_refusal(tokens, received)):
-            self.refused[refusal.code] += 1
-            raise refusal
-        if self._free > 0 and not self._waiters:
+            self._refuse(self.refusal())
+        if tokens is not None:
+            self._refuse(self.prompt_refusal(tokens, received))
+        if self._slot_free:
             self._free -= 1
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

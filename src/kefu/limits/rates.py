@@ -142,6 +142,15 @@ class ServiceRate:
         self.completed += 1
         self.service.add(held)
 
+    def slot_wait(self, ahead: int, slots: int, oldest_running: float | None) -> float:
+        """Seconds until a slot frees for a request with ``ahead`` waiting before it: a
+        slot frees every ``service / slots`` seconds. ``service`` at its upper bound:
+        replies run from a few tokens to --max-tokens, and a slot judged free by the mean
+        hold came 1.2 s late for a prompt admitted on it. Before any completion the age of
+        the oldest running request stands in; 0 with no evidence at all."""
+        service = self.service.upper if self.service.value is not None else oldest_running
+        return 0.0 if service is None else (ahead + 1) * service / slots
+
     def predicted_ttft(
         self,
         *,
@@ -157,15 +166,12 @@ class ServiceRate:
         ``oldest_running``: the age of the oldest running request, standing in for the
         service time before any completion; ``read_so_far``: how long the prompt being read
         has taken, a floor under ``prefill``. None when there is no evidence at all."""
-        # Both at their upper bounds: replies run from a few tokens to --max-tokens, and a
-        # slot judged free by the mean hold came 1.2 s late for a prompt admitted on it.
-        service = self.service.upper if self.service.value is not None else oldest_running
         prefill = self.prefill.upper
         if read_so_far is not None:
             prefill = max(prefill or 0.0, read_so_far)
-        if service is None and prefill is None:
+        if self.service.value is None and oldest_running is None and prefill is None:
             return None
-        slot_wait = 0.0 if slot_free or service is None else (ahead + 1) * service / slots
+        slot_wait = 0.0 if slot_free else self.slot_wait(ahead, slots, oldest_running)
         prefill = prefill or 0.0
         prompts_ahead = reading + (0 if slot_free else ahead)
         return max(slot_wait, prompts_ahead * prefill) + prefill
