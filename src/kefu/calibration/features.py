@@ -65,6 +65,19 @@ class Findings:
         )
 
 
+# What each of ``Findings.features`` can be, in its order: before the guard has read a
+# message, the best its findings could say (``Logistic.highest``).
+FINDINGS_BOUNDS = (
+    (0.0, 1.0),
+    (0.0, 1.0),
+    (0.0, 3.0),
+    (0.0, 3.0),
+    (0.0, 1.0),
+    (0.0, 1.0),
+    (0.0, 1.0),
+)
+
+
 def negation_differs(message: str, question: str) -> bool:
     return bool(_NEGATION.search(message)) != bool(_NEGATION.search(question))
 
@@ -105,8 +118,13 @@ def first_look(hits: Sequence[Hit], excluded: frozenset[str] = frozenset()) -> F
     return FirstLook(leaders[0], leaders[0].score - runner_up)
 
 
+def first_retrieval(hit: Hit, lead: float) -> Features:
+    """The first look's features that retrieval gives, before the guard's findings."""
+    return (hit.score, lead, hit.lexical, hit.dense)
+
+
 def first_features(hit: Hit, lead: float, findings: Findings) -> Features:
-    return (hit.score, lead, hit.lexical, hit.dense, *findings.features())
+    return (*first_retrieval(hit, lead), *findings.features())
 
 
 # The fused score and its lead can only raise P(right); its lexical and dense parts,

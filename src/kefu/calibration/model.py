@@ -96,6 +96,16 @@ class Logistic:
         z = ((x - np.asarray(self.means)) / np.asarray(self.scales)) @ np.asarray(self.weights)
         return _sigmoid(z + self.bias)
 
+    def highest(self, known: Sequence[float], bounds: Sequence[tuple[float, float]]) -> float:
+        """The most P(right) can be when the features after ``known`` are not read yet
+        but lie within ``bounds``: each at the end its weight favours."""
+        rest = range(len(known), len(self.weights))
+        unread = [
+            high if self.weights[i] > 0 else low
+            for i, (low, high) in zip(rest, bounds, strict=True)
+        ]
+        return float(self.probability((*known, *unread))[0])
+
 
 def _sigmoid(z: Floats) -> Floats:
     return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -40, 40))), dtype=np.float64)
@@ -157,6 +167,17 @@ class Calibration:
 
     def second_serves(self, features: Sequence[float]) -> tuple[bool, float]:
         return _serves(self.second, self.point.second, features)
+
+    def first_may_serve(
+        self, known: Sequence[float], bounds: Sequence[tuple[float, float]]
+    ) -> tuple[bool, float]:
+        """Whether the first look's answer could be served whatever the features after
+        ``known`` say within ``bounds``, and the most its probability can be: below the
+        threshold, the costlier features need not be read."""
+        if self.first is None:
+            return False, 0.0
+        highest = self.first.highest(known, bounds)
+        return highest >= self.point.first, highest
 
     def summary(self) -> dict[str, object]:
         """The operating point, for ``/ready`` and ``kefu kb stats``."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kefu.calibration.features import (
+    FINDINGS_BOUNDS,
     Findings,
     FirstLook,
-    first_features,
     first_look_may_serve,
+    first_retrieval,
     negation_differs,
     second_features,
 )
@@ -95,19 +96,30 @@ def decide_first(
     rules: Rules,
 ) -> Routing:
     """The first look's best answer, served when the calibrated estimate reaches the
-    operating point and the answer is in the message's language."""
+    operating point and the answer is in the message's language.
+
+    The guard reads the message only where its findings can change the outcome: they
+    can only lower the estimate retrieval allows, so an answer declined without them
+    gets that upper bound as its probability. The guard was a third of a first look's
+    CPU, and most messages an overloaded server refuses are declined before it."""
     if first is None or first.hit is None:
         return replace(routing, intent="general", faq=None, reason="no knowledge-base answer")
     entry = first.hit.entry
-    found = findings(kb, message, entry)
-    serves, p = calibration.first_serves(first_features(first.hit, first.lead, found))
+    retrieval = first_retrieval(first.hit, first.lead)
+    may_serve, p = calibration.first_may_serve(retrieval, FINDINGS_BOUNDS)
+    found: Findings | None = None
+    if may_serve and not rules.follow_up and first_look_may_serve(kb.phrasings(entry)):
+        found = findings(kb, message, entry)
+        may_serve, p = calibration.first_serves((*retrieval, *found.features()))
     candidate = Candidate("faq", p, entry.id)
     candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
     if rules.follow_up:
         reason: str | None = "the message follows on from an earlier one"
     elif not first_look_may_serve(kb.phrasings(entry)):
         reason = "first look: the answer has one question, the second look judges it"
-    elif not serves:
+    elif found is None:
+        reason = f"first look: p at most {p:.2f} < {calibration.point.first:.2f}"
+    elif not may_serve:
         reason = f"first look: p {p:.2f} < {calibration.point.first:.2f}"
         if found.objection is not None:
             reason += f" ({found.objection})"

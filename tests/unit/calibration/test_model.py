@@ -37,6 +37,22 @@ def test_a_feature_is_never_weighed_against_its_sign() -> None:
     assert Logistic.fit(x, labels, signs=(+1, 0, +1)) == free
 
 
+def test_the_highest_probability_bounds_every_value_of_the_unread_features() -> None:
+    rng = np.random.default_rng(2)
+    bounds = ((0.0, 1.0), (0.0, 3.0), (0.0, 1.0))
+    for _ in range(50):
+        weights = tuple(map(float, rng.normal(size=5)))
+        model = Logistic((0.3,) * 5, tuple(map(float, rng.uniform(0.1, 2, 5))), weights, 0.2)
+        known = tuple(map(float, rng.uniform(0, 1, 2)))
+        highest = model.highest(known, bounds)
+        unread = rng.uniform([0, 0, 0], [1, 3, 1], size=(200, 3))
+        corners = np.array([[a, b, c] for a in (0, 1) for b in (0, 3) for c in (0, 1)])
+        for rest in (*unread, *corners):
+            assert model.probability((*known, *rest))[0] <= highest + 1e-12
+        # and it is reached, at a corner
+        assert max(model.probability((*known, *c))[0] for c in corners) == highest
+
+
 def test_the_operating_point_serves_where_p_reaches_the_target() -> None:
     # First look: three right at 0.97, one wrong at 0.9; second look: what the first
     # declines, one right at 0.96 and one wrong at 0.6.
