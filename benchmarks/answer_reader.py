@@ -32,11 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import llama_without_amx
 from kefu.engine.bundled import bundled_model_path
 from kefu.knowledge.second_look import E5Transformer
 
 KBS = Path(__file__).parent / "data" / "kbs"
-ASKED = "The customer's question: "
+# No trailing space: it would merge into the message's first token.
+ASKED = "The customer's question:"
 
 
 @dataclass(frozen=True)
@@ -52,24 +54,17 @@ class Reader:
     crash in this VM: DESIGN.md)."""
 
     def __init__(self) -> None:
-        import llama_cpp
-        from llama_cpp import llama_cpp as lib
-
-        default = lib.llama_model_default_params
-
-        def no_repack() -> object:
-            params = default()
-            params.use_extra_bufts = False
-            return params
-
-        lib.llama_model_default_params = no_repack
         path = str(bundled_model_path())
-        self.llm = llama_cpp.Llama(path, logits_all=True, n_ctx=1024, n_threads=2, verbose=False)
+        self.llm = llama_without_amx(
+            model_path=path, logits_all=True, n_ctx=1024, n_threads=2, verbose=False
+        )
 
     def log_p(self, context: str, text: str) -> tuple[float, int]:
         """log P(text | context) and text's token count."""
         head = self.llm.tokenize(context.encode(), add_bos=True, special=False)
         whole = self.llm.tokenize((context + text).encode(), add_bos=True, special=False)
+        if whole[: len(head)] != head:  # text's first token would be counted as context's
+            raise ValueError(f"{text!r} does not begin a token after {context!r}")
         self.llm.reset()  # type: ignore[no-untyped-call]  # llama-cpp-python leaves it untyped
         self.llm.eval(whole)
         logits = np.asarray(self.llm.scores[: len(whole)], dtype=np.float64)
@@ -78,8 +73,8 @@ class Reader:
         return float(total), len(whole) - len(head)
 
     def pmi(self, given: str, message: str) -> float:
-        conditioned, tokens = self.log_p(f"{given}\n{ASKED}", message)
-        alone, _ = self.log_p(ASKED, message)
+        conditioned, tokens = self.log_p(f"{given}\n{ASKED}", f" {message}")
+        alone, _ = self.log_p(ASKED, f" {message}")
         return (conditioned - alone) / max(tokens, 1)
 
 

@@ -7,9 +7,11 @@ at once what cannot start within --ttft-slo) a fresh ``kefu serve`` (bundled mod
 ``--users`` (1x) and ten times that (10x; 100 users is the issue's own run). Printed per
 run: requests, answered by tier, refused by code, the rejection latency (sent to the
 refusal's end) p50/p99 and its p99 for requests sent after the first second (">1s99"),
-the accepted LLM answers' TTFT p50/p99 against the SLO, goodput (answers whose first
-token came within the SLO, per second; LLM alone too), and the server's RSS peak. Then
-goodput at 10x against 1x for each policy.
+how many refusals took over 50 ms, of those sent in the first second / after
+(">50:<1s/+": at t = 0 every user sends at once, and the burst waits its turn), the
+accepted LLM answers' TTFT p50/p99 against the SLO, goodput (answers whose first token
+came within the SLO, per second; LLM alone too), and the server's RSS peak. Then goodput at 10x
+against 1x for each policy.
 
     .venv/bin/python benchmarks/overload.py [--users 10] [--duration 60] [--slo 2]
 
@@ -150,6 +152,8 @@ def print_row(row: Row) -> None:
     # After the opening burst: at t=0 every user sends its first message in the same
     # millisecond, and the server drains that at ~3 ms of event-loop CPU each.
     settled = [r["end"] - r["sent"] for r in refused if r["sent"] >= 1.0]
+    # Refusals slower than 50 ms (the issue's p99 target), sent in the first second / after.
+    slow = [r["sent"] >= 1.0 for r in refused if r["end"] - r["sent"] > 0.05]
     llm_ttft = [t for r in answered if r["tier"] == "llm" and (t := row.ttft(r)) is not None]
     print(
         f"{row.policy:9} {row.level:3} {row.users:5} {len(row.records):6} {len(answered):6}  "
@@ -157,7 +161,7 @@ def print_row(row: Row) -> None:
         f"{' '.join(f'{k} {v}' for k, v in sorted(codes.items())) or '-':28} "
         f"{' '.join(f'{k} {v}' for k, v in sorted(other.items())) or '-':14} "
         f"{fmt(percentile(rejection, 50)):>6} {fmt(percentile(rejection, 99)):>6} "
-        f"{fmt(percentile(settled, 99)):>6}  "
+        f"{fmt(percentile(settled, 99)):>6} {f'{slow.count(False)}/{slow.count(True)}':>9}  "
         f"{fmt(percentile(llm_ttft, 50)):>6} {fmt(percentile(llm_ttft, 99)):>6}  "
         f"{row.good() / row.duration:7.2f} {row.good('llm') / row.duration:7.2f}  "
         f"{row.rss_start:6.0f} {row.rss_peak:6.0f}"
@@ -264,7 +268,8 @@ def main() -> None:
     )
     print(
         f"{'policy':9} {'lvl':3} {'users':>5} {'sent':>6} {'answd':>6}  {'answered by tier':40} "
-        f"{'refused (503/429) by code':28} {'other':14} {'rej50':>6} {'rej99':>6} {'>1s99':>6}  "
+        f"{'refused (503/429) by code':28} {'other':14} {'rej50':>6} {'rej99':>6} {'>1s99':>6} "
+        f"{'>50:<1s/+':>9}  "
         f"{'llm50':>6} {'llm99':>6}  {'good/s':>7} {'llm/s':>7}  {'rss0':>6} {'rssmax':>6}"
     )
     for row in rows:

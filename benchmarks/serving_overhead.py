@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from harness import interpolated_percentile, kefu_server, trace_chat
+from harness import interpolated_percentile, kefu_server, llama_without_amx, trace_chat
 from kefu.engine.bundled import bundled_model_path
 
 MESSAGES: list[dict[str, str]] = [
@@ -140,40 +140,17 @@ async def kefu_prompt_tokens(client: httpx.AsyncClient, url: str) -> int:
 
 
 def load_direct(args: argparse.Namespace) -> Any:
-    """``Llama`` with the model parameter ``use_extra_bufts = False`` (kefu's AMX fix).
-
-    ``Llama.__init__`` builds its model params from ``llama_model_default_params()`` and
-    loads the model before returning, and it has no argument for this field (extra
-    keyword arguments are swallowed), so the only way in is to patch that function for
-    the duration of the constructor.
-    """
-    import llama_cpp
-    import llama_cpp.llama_cpp as lib
-
-    default_params = lib.llama_model_default_params
-
-    def no_repack() -> Any:
-        params = default_params()
-        params.use_extra_bufts = False
-        return params
-
-    lib.llama_model_default_params = no_repack
-    try:
-        llm = llama_cpp.Llama(
-            model_path=str(args.model),
-            n_ctx=2048,
-            n_threads=args.threads,
-            n_threads_batch=args.threads,  # kefu uses --threads for prompt and decode alike
-            # kefu's context keeps llama.cpp's default (flash attention "auto", on for CPU);
-            # Llama() would turn it off, a different computation with different greedy text.
-            flash_attn=True,
-            verbose=False,
-        )
-    finally:
-        lib.llama_model_default_params = default_params
-    if llm.model_params.use_extra_bufts:
-        raise SystemExit("could not turn off use_extra_bufts for the direct model")
-    return llm
+    """``Llama`` with kefu's AMX fix (harness.llama_without_amx)."""
+    return llama_without_amx(
+        model_path=str(args.model),
+        n_ctx=2048,
+        n_threads=args.threads,
+        n_threads_batch=args.threads,  # kefu uses --threads for prompt and decode alike
+        # kefu's context keeps llama.cpp's default (flash attention "auto", on for CPU);
+        # Llama() would turn it off, a different computation with different greedy text.
+        flash_attn=True,
+        verbose=False,
+    )
 
 
 def direct_runner(llm: Any, args: argparse.Namespace) -> Callable[[], Run]:
