@@ -98,10 +98,11 @@ class Logistic:
 
     def highest(self, known: Sequence[float], bounds: Sequence[tuple[float, float]]) -> float:
         """The most P(right) can be when the features after ``known`` are not read yet
-        but lie within ``bounds``: each at the end its weight favours."""
+        but lie within ``bounds``: each at the end its weight favours (per unit of the
+        feature itself, so over its scale)."""
         rest = range(len(known), len(self.weights))
         unread = [
-            high if self.weights[i] > 0 else low
+            high if self.weights[i] / self.scales[i] > 0 else low
             for i, (low, high) in zip(rest, bounds, strict=True)
         ]
         return float(self.probability((*known, *unread))[0])

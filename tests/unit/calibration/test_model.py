@@ -42,7 +42,9 @@ def test_the_highest_probability_bounds_every_value_of_the_unread_features() -> 
     bounds = ((0.0, 1.0), (0.0, 3.0), (0.0, 1.0))
     for _ in range(50):
         weights = tuple(map(float, rng.normal(size=5)))
-        model = Logistic((0.3,) * 5, tuple(map(float, rng.uniform(0.1, 2, 5))), weights, 0.2)
+        # A fitted scale is positive; one of either sign checks the bound goes by w / scale.
+        scales = rng.choice([-1.0, 1.0], 5) * rng.uniform(0.1, 2, 5)
+        model = Logistic((0.3,) * 5, tuple(map(float, scales)), weights, 0.2)
         known = tuple(map(float, rng.uniform(0, 1, 2)))
         highest = model.highest(known, bounds)
         unread = rng.uniform([0, 0, 0], [1, 3, 1], size=(200, 3))
