@@ -88,7 +88,7 @@ class RedisSessionEvents(SessionEvents):
         """A new PubSub connection with this process's channels: the old one is dead."""
         old, self._pubsub = self._pubsub, self.client.redis.pubsub(ignore_subscribe_messages=True)
         with suppress(Exception):
-            await old.aclose()  # type: ignore[no-untyped-call]
+            await old.aclose()
         channels = [PREFIX + session_id for session_id in self._subscribers]
         if channels:
             await self.client.call("events.subscribe", lambda r: self._pubsub.subscribe(*channels))
@@ -98,4 +98,4 @@ class RedisSessionEvents(SessionEvents):
             self._listener.cancel()
             with suppress(asyncio.CancelledError):
                 await self._listener
-        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+        await self._pubsub.aclose()
