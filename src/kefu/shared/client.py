@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from kefu.errors import StateUnavailable
 
