@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from kefu.bench.sse import SseEvent, SseParser
-from kefu.engine.llamacpp.stock_server import LLAMA_SERVER_WITH_AMX_FIX
+from kefu.engine.llamacpp.stock_server import LLAMA_SERVER_WITH_AMX_FIX, without_extra_buffers
 
 if TYPE_CHECKING:
     import llama_cpp
@@ -32,28 +32,11 @@ if TYPE_CHECKING:
 
 def llama_without_amx(**kwargs: Any) -> llama_cpp.Llama:
     """``llama_cpp.Llama(**kwargs)`` loaded as kefu's engine loads it: without the extra
-    (AMX/repack) buffer types, which crash in this VM (DESIGN.md).
-
-    ``Llama.__init__`` builds its model params from ``llama_model_default_params()`` and
-    loads the model before returning, and it has no argument for this field (extra
-    keyword arguments are swallowed), so the only way in is to patch that function for
-    the duration of the constructor.
-    """
+    (AMX/repack) buffer types, which crash in this VM (DESIGN.md)."""
     import llama_cpp
-    import llama_cpp.llama_cpp as lib
 
-    default_params = lib.llama_model_default_params
-
-    def no_repack() -> Any:
-        params = default_params()
-        params.use_extra_bufts = False
-        return params
-
-    lib.llama_model_default_params = no_repack
-    try:
+    with without_extra_buffers():
         llm = llama_cpp.Llama(**kwargs)
-    finally:
-        lib.llama_model_default_params = default_params
     if llm.model_params.use_extra_bufts:
         raise SystemExit("could not turn off use_extra_bufts for the direct model")
     return llm

@@ -107,15 +107,16 @@ def decide_first(
     entry = first.hit.entry
     retrieval = first_retrieval(first.hit, first.lead)
     may_serve, p = calibration.first_may_serve(retrieval, FINDINGS_BOUNDS)
+    one_question = not first_look_may_serve(kb.phrasings(entry))
     found: Findings | None = None
-    if may_serve and not rules.follow_up and first_look_may_serve(kb.phrasings(entry)):
+    if may_serve and not rules.follow_up and not one_question:
         found = findings(kb, message, entry)
         may_serve, p = calibration.first_serves((*retrieval, *found.features()))
     candidate = Candidate("faq", p, entry.id)
     candidates = (candidate, *(c for c in routing.candidates if c.intent != "faq"))
     if rules.follow_up:
         reason: str | None = "the message follows on from an earlier one"
-    elif not first_look_may_serve(kb.phrasings(entry)):
+    elif one_question:
         reason = "first look: the answer has one question, the second look judges it"
     elif found is None:
         reason = f"first look: p at most {p:.2f} < {calibration.point.first:.2f}"
