@@ -19,6 +19,8 @@ from kefu.app import create_app
 from kefu.engine.base import ChatMessage, GenerationEvent, GenerationRequest
 from kefu.engine.fake import FakeEngine
 from kefu.errors import EngineError
+from kefu.limits.admission import Admission
+from kefu.limits.outcomes import MIN_OUTCOMES, Outcome
 from kefu.settings import Settings
 
 SettingsFactory = Callable[..., Settings]
@@ -259,3 +261,19 @@ def admission_load(ready: dict[str, Any]) -> tuple[int, int, int]:
     """/ready's admission: requests running, waiting, and whose prompts are not read yet."""
     admission = ready["admission"]
     return admission["running"], admission["waiting"], admission["reading"]
+
+
+def calibrate(admission: Admission, ratio: float = 1.0, *, queued: bool = True) -> None:
+    """Outcomes that came at ``ratio`` times their estimate, enough for admission to refuse
+    on its predictions (a fresh server refuses nothing on them)."""
+    for _ in range(MIN_OUTCOMES):
+        admission.outcomes.add(
+            Outcome(
+                estimate=1.0,
+                predicted=1.0,
+                realized=ratio,
+                queued=queued,
+                would_refuse=False,
+                missed=False,
+            )
+        )

@@ -21,6 +21,7 @@ from tests.http.helpers import (
     SettingsFactory,
     asgi_post,
     assert_envelope,
+    calibrate,
     make_app,
     parse_sse,
     serve,
@@ -65,12 +66,11 @@ async def hold_the_only_slot(
 
 
 def slow_engine_measured(runtime: Runtime) -> None:
-    """As if requests had held their slots 10 s, their first tokens after 1 s each (a
-    steady engine: no spread in the replies' lengths or the prompts' reading)."""
+    """As if requests had held their slots 10 s, their prompts (50 tokens) read in 1 s
+    each, and the predictions made so far had come true."""
     runtime.admission.rate.record(10.0)
-    runtime.admission.rate.prefill.add(1.0)
-    runtime.admission.rate.prefill.deviation = 0.0
-    runtime.admission.rate.service.deviation = 0.0
+    runtime.admission.rate.reading.add(50, 1.0)
+    calibrate(runtime.admission)
 
 
 async def test_chat_overflow_is_a_busy_answer_with_suggestions(
@@ -136,7 +136,7 @@ async def test_chat_overflow_is_a_busy_answer_with_suggestions(
         # The session lock was released: the next turn (engine fast again) is served.
         for _ in range(20):
             runtime.admission.rate.record(0.0)
-            runtime.admission.rate.prefill.add(0.0)
+            runtime.admission.rate.reading.add(50, 0.0)
         response = await client.post("/chat", json={"message": QUESTION, "session_id": session_id})
         assert response.status_code == 200
         assert parse_sse(response.text)[-1].event == "done"
@@ -189,21 +189,24 @@ async def test_a_refused_turn_spends_nothing_on_what_only_the_engine_needs(
 async def test_a_long_prompt_is_refused_at_its_slot_as_a_busy_answer(
     settings_factory: SettingsFactory,
 ) -> None:
-    """The door lets a turn through (a slot is free); once its prompt is built, the prompt's
-    length says its first token would come after the SLO: the customer gets the busy answer
-    at once, and /v1 the envelope, rather than a reply that starts late."""
+    """The door lets a turn through (a typical prompt fits behind the one being read); once
+    its prompt is built, the prompt's length says its first token would come after the SLO:
+    the customer gets the busy answer at once, and /v1 the envelope, rather than a reply
+    that starts late."""
     engine = GatedEngine()
     app = make_app(settings_factory(parallel=2, ttft_slo=2.0), engine)
     async with serve(app) as client:
         runtime: Runtime = app.state.runtime
         first = asyncio.create_task(client.post("/chat", json={"message": "hold a slot"}))
-        await wait_until(lambda: runtime.admission.running == 1)
-        # An engine that reads 0.1 s a token: any prompt of 20 tokens or more misses 2 s.
+        await wait_until(lambda: runtime.admission.running == 1)  # its prompt being read
+        # An engine that reads 10 ms a token, and prompts of 14 tokens typically.
         reading = runtime.admission.rate.reading
-        reading.add(10, 1.0)
-        reading.add(30, 3.0)
-        reading.deviation = 0.0
-        response = await client.post("/chat", json={"message": "tell me about the sea"})
+        reading.add(10, 0.1)
+        reading.add(30, 0.3)
+        calibrate(runtime.admission)
+        assert runtime.admission.refusal() is None
+        long_message = "tell me about the sea and the ships on it " * 30
+        response = await client.post("/chat", json={"message": long_message})
         assert response.status_code == 503, response.text
         events = parse_sse(response.text)
         assert [e.event for e in events] == ["busy"]
@@ -212,7 +215,7 @@ async def test_a_long_prompt_is_refused_at_its_slot_as_a_busy_answer(
         assert "-token prompt" in error["message"]
         response = await client.post(
             "/v1/chat/completions",
-            json={"messages": [{"role": "user", "content": "tell me about the sea"}]},
+            json={"messages": [{"role": "user", "content": long_message}]},
         )
         error = assert_envelope(response, 503, "overloaded", "service_unavailable_error")
         assert "-token prompt" in error["message"]
@@ -232,8 +235,8 @@ async def test_a_message_on_its_second_look_counts_as_a_prompt_ahead(
     async with one_slot_with_the_fast_path(settings_factory, engine) as (client, runtime):
         fast_path = runtime.fast_path
         assert fast_path is not None
-        runtime.admission.rate.prefill.add(1.5)  # 1.5 s a prompt: two do not fit 2 s
-        runtime.admission.rate.prefill.deviation = 0.0
+        runtime.admission.rate.reading.add(50, 1.5)  # 1.5 s a prompt: two do not fit 2 s
+        calibrate(runtime.admission)
         looks: list[bool] = []
         looking = asyncio.Event()
         plan = fast_path.plan

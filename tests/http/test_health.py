@@ -63,12 +63,11 @@ def test_ready_after_start(shared_client: TestClient) -> None:
         "reading": 0,
     }
     assert admission["refused"] == {"overloaded": 0, "queue_full": 0, "queue_timeout": 0}
-    assert set(admission["prompt_reading"]) == {
-        "samples",
-        "fixed_s",
-        "per_token_ms",
-        "spread",
-    }
+    assert set(admission["prompt_reading"]) == {"samples", "fixed_s", "per_token_ms"}
+    assert (admission["policy"], admission["shadow"]) == ("predicted", False)
+    predictions = admission["predictions"]
+    assert (predictions["outcomes"], predictions["calibrated"]) == (0, False)
+    assert admission["refusals"] == {"total": 0, "by_code": {}, "with_free_slot": 0}
 
 
 @pytest.mark.anyio
@@ -85,8 +84,12 @@ async def test_ready_reports_load(settings_factory: SettingsFactory) -> None:
         assert (await turn).status_code == 200
         ready = (await client.get("/ready")).json()
         assert admission_load(ready) == (0, 0, 0)
-        # The prompt's first token measured the engine: one sample of the reading line.
+        # The prompt's first token measured the engine: one sample of the reading line,
+        # and the outcome of its prediction.
         assert ready["admission"]["prompt_reading"]["samples"] == 1
+        predictions = ready["admission"]["predictions"]
+        assert predictions["outcomes"] == 1
+        assert predictions["ratio_p50"] is not None
         assert ready["engine"]["running"] == 0
 
 

@@ -247,6 +247,38 @@ def test_admission_refusals_are_capacity_not_server_errors(
     assert verdict.exit_code == (1 if status == "fail" else 0)
 
 
+def admission_block(total: int, free: int) -> dict[str, Any]:
+    """/stats' admission block: ``total`` refusals, ``free`` of them with a slot free."""
+    return {
+        "predictions": {"outcomes": 40, "ratio_p50": 0.08, "ratio_p90": 0.21},
+        "refusals": {"total": total, "by_code": {"overloaded": total}, "with_free_slot": free},
+    }
+
+
+def test_refusals_while_a_slot_was_free_are_admission_not_capacity() -> None:
+    """A fresh server refused 31 of 32 requests it would have served, and diagnose told the
+    operator to add engines: refused with room, it names admission, with its ratio."""
+    summary = healthy(
+        errors_by_code={"overloaded": 31}, errors=31, admission=admission_block(31, 30)
+    )
+    verdict = diagnose(summary)
+    assert finding(verdict, "capacity") is None
+    admission = the(verdict, "admission")
+    assert admission.status == "fail"
+    assert "30 of 31 while an engine slot was free" in admission.message
+    assert "0.08x the predicted time at the median, 0.21x at p90" in admission.message
+    assert "add engines" not in admission.message
+
+
+def test_refusals_with_every_slot_busy_are_capacity() -> None:
+    summary = healthy(
+        errors_by_code={"overloaded": 31}, errors=31, admission=admission_block(31, 2)
+    )
+    capacity = the(diagnose(summary), "capacity")
+    assert "29 with every slot busy" in capacity.message
+    assert "add engines or replicas" in capacity.message
+
+
 def test_refusals_and_server_errors_are_judged_apart() -> None:
     codes = {"engine_error": 1, "overloaded": 30, "queue_timeout": 1, "not_found": 2}
     verdict = diagnose(healthy(errors_by_code=codes, errors=34, timeouts=1))

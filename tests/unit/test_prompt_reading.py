@@ -24,9 +24,7 @@ def test_one_length_alone_is_read_as_proportional() -> None:
     reading.add(300, 0.6)
     assert reading.line() == pytest.approx((0.0, 0.002))
     assert reading.seconds(150) == pytest.approx(0.3)
-    # A spread not yet seen is not zero: half the first sample, as Ewma starts.
-    assert reading.deviation == pytest.approx(0.3)
-    assert reading.upper(300) == pytest.approx(0.6 + 3 * 0.3)
+    assert reading.typical == 300
 
 
 def test_two_lengths_give_a_step_and_a_speed() -> None:
@@ -57,29 +55,6 @@ def test_a_line_below_zero_for_short_prompts_is_read_as_proportional() -> None:
     fixed, per_token = reading.line()
     assert fixed == 0.0
     assert per_token == pytest.approx((0.9 * 100 * 0.1 + 200 * 1.0) / (0.9 * 100**2 + 200**2))
-
-
-def test_the_margin_grows_with_the_prompt() -> None:
-    """A busy box slows the engine by a factor: a long prompt strays by more seconds."""
-    reading = PromptReading(weight=0.5)
-    reading.add(1, 0.2)
-    reading.add(301, 1.7)  # the line: 0.195 s + 5 ms a token
-    reading.add(301, 2.2)  # 0.5 s over: a third of the line
-    spread = reading.spread
-    assert 0 < spread < 1
-    for tokens in (1, 101, 401):
-        assert reading.upper(tokens) == pytest.approx(reading.seconds(tokens) * (1 + 3 * spread))
-    assert reading.upper(401) - reading.seconds(401) > 5 * (reading.upper(1) - reading.seconds(1))
-
-
-def test_the_deviation_is_how_far_prompts_stray_from_the_line() -> None:
-    reading = PromptReading(weight=0.5)
-    reading.add(100, 1.0)
-    assert reading.deviation == pytest.approx(0.5)
-    reading.add(100, 1.0)  # on the line: the spread halves
-    assert reading.deviation == pytest.approx(0.25)
-    reading.add(100, 2.0)  # 1 s over the line (1 s for 100 tokens)
-    assert reading.deviation == pytest.approx(0.625)
 
 
 def test_the_line_follows_an_engine_that_slows_down() -> None:

@@ -33,7 +33,8 @@ async def ready(request: Request) -> JSONResponse:
             "reading": runtime.admission.reading,
             "prompt_reading": prompt_reading(runtime.admission.rate.reading),
             "refused": dict(runtime.admission.refused),
-        },
+        }
+        | runtime.admission.report(),
         # What requests hold while they run: all back to idle levels once they are over
         # (benchmarks/disconnect_storm.py and soak.py watch these).
         "held": {
@@ -66,5 +67,4 @@ def prompt_reading(reading: PromptReading) -> dict[str, float]:
         "samples": reading.samples,
         "fixed_s": round(fixed, 4),
         "per_token_ms": round(per_token * 1000, 4),
-        "spread": round(reading.spread, 4),
     }

@@ -36,6 +36,7 @@ def _summary(request: Request) -> dict[str, object]:
     window = _seconds(request, "window", 300, 1, MAX_WINDOW_S)
     bucket = _seconds(request, "bucket", max(window / 60, 1), 0.5, window)
     summary = runtime.observer.recent.summary(window=window, bucket=bucket)
+    summary["admission"] = runtime.admission.report(since=time.time() - window)
     redis = runtime.observer.redis_calls.summary(window)
     if redis is not None:
         summary["redis"] = redis

@@ -46,9 +46,45 @@ class PromptReadingOut(BaseModel):
     samples: int = Field(description="Prompts measured since the start")
     fixed_s: float = Field(description="Seconds any prompt takes, about one engine step")
     per_token_ms: float = Field(description="Milliseconds per token the engine must read")
-    spread: float = Field(
-        description="Mean deviation of prompts from the line, as a share of it; admission "
-        "allows three of them above the line"
+
+
+class WouldRefuseOut(BaseModel):
+    missed: int = Field(description="Admitted requests it said to refuse that missed the SLO")
+    made: int = Field(description="Admitted requests it said to refuse that made the SLO")
+    precision: float | None = Field(description="missed / (missed + made)")
+
+
+class PredictionsOut(BaseModel):
+    """Admission's predicted first-token times beside what then happened (recent window)."""
+
+    outcomes: int = Field(description="Recent admitted requests with an outcome")
+    recorded: int = Field(description="Outcomes recorded since the start")
+    calibrated: bool = Field(description="Enough outcomes for a prediction to refuse on")
+    quantile: float = Field(description="The quantile of the TTFT a prediction stands for")
+    correction: float = Field(
+        description="Factor from the rates' estimate to the prediction: recent realized / "
+        "estimated at that quantile"
+    )
+    ratio_p50: float | None = Field(description="Realized / predicted TTFT, median")
+    ratio_p90: float | None = Field(description="Realized / predicted TTFT, 90th percentile")
+    within_prediction: float | None = Field(
+        description="Share of outcomes at or under their prediction (about the quantile when "
+        "calibrated)"
+    )
+    missed_slo: int = Field(description="Recent outcomes past the TTFT SLO")
+    would_refuse: WouldRefuseOut = Field(
+        description="Admitted requests the prediction said to refuse (--admission-shadow, "
+        "--admission queue, or before calibration), by outcome"
+    )
+    admitted_missed: int = Field(description="Admitted requests it let in that missed the SLO")
+    recall: float | None = Field(description="Share of SLO misses it said to refuse")
+
+
+class RefusalsOut(BaseModel):
+    total: int
+    by_code: dict[str, int]
+    with_free_slot: int = Field(
+        description="Refused while an engine slot was free: the engine had room"
     )
 
 
@@ -60,6 +96,11 @@ class AdmissionOut(BaseModel):
     )
     prompt_reading: PromptReadingOut
     refused: dict[str, int] = Field(description="Requests refused so far, by error code")
+    policy: Literal["predicted", "queue"]
+    shadow: bool = Field(description="--admission-shadow: predictions recorded, never acted on")
+    ttft_slo_s: float
+    predictions: PredictionsOut
+    refusals: RefusalsOut = Field(description="Refusals since the start (kept: the last 100 000)")
 
 
 class ReadyOut(BaseModel):

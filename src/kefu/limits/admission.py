@@ -1,44 +1,38 @@
 """Admission control: at most ``slots`` requests in the engine, a bounded line, and (policy
-``predicted``) no request admitted that the measured service rate says cannot get its
-first token within ``ttft_slo``.
+``predicted``) no request admitted that its calibrated prediction says will get its first
+token after ``ttft_slo``.
 
-A request that would wait past its deadline only fails later, holding a place in line
-meanwhile (issue 23: 120 requests each waited 30 s to be told to retry). So the wait is
-judged by time, from two rates measured here (the same rule serves the embedded, remote
-and fake engines):
+Every request that reaches the engine is judged, whatever the policy: a point estimate of
+its first-token time from the rates measured here (``rates.py``), corrected by how the
+recent estimates compared with what then happened (``outcomes.py``). The estimate:
 
-- a slot frees every ``service / slots`` seconds (``service``: the EWMA of how long a
-  completed request held its slot), and the newcomer gets one after ``waiting + 1`` of them;
-- the engine reads prompts about one after another (llama.cpp's chunked prefill: a step's
-  budget goes to the oldest prompt first), so the newcomer's first token comes after the
-  prompts ahead of it and its own, ``prefill`` each (the EWMA of the time from a request's
-  grant, or from the previous first token if that came later, to its first token). A free
-  slot is no promise of a fast start: eight requests admitted into eight free slots on the
-  2-core box got their first tokens 0.9 s apart, the last 7 s after it was let in. On an
-  engine that reads prompts side by side (vLLM) the later first tokens come close behind
-  the earlier ones, and ``prefill`` falls to match.
+- a slot frees every ``service / slots`` seconds (``service``: the mean time a completed
+  request held its slot), and the newcomer gets one after ``waiting + 1`` of them;
+- the prompts ahead of it (admitted but not yet read, and those in line) and its own are
+  read at the measured speed (a line in the prompt's tokens left to read);
+- ``max(slot wait, prompts ahead) + own``, plus the time the request already spent on its
+  way. A prompt that is taking longer to read than the line says slows the whole estimate
+  in proportion: a stalled engine is not described by its past.
 
-Predicted: ``max(slot wait, prompts ahead x prefill) + prefill``, with ``prefill`` and
-``service`` at their upper bounds (``Ewma.upper``, ``limits/rates.py``): judged by its mean
-alone, a request admitted near the SLO's edge missed it whenever a prompt ahead read
-slowly, or the slot it waited for was held by a long reply. Over the SLO,
-the request is refused at once (``Overloaded``) with a ``Retry-After`` of the excess: by
-then the line ahead has drained that much. A prompt still being read stands in for the
-rates while it takes longer than they say (a stalled engine is not described by its
-past), and before a first completion the age of the oldest running request stands in for
-the service time (a burst at start would otherwise wait out --queue-timeout: the soak saw
-it). An engine with a free slot and no prompt to read always takes the request: a rate
-measured while it was busy must not lock an idle engine out. The bounded line
-(``max_waiting``) is always a hard cap. Policy ``queue`` is the bounded line alone.
+The prediction is that estimate times a ``quantile`` of recent realized ÷ estimated (the
+correction), so it is a calibrated quantile of the first-token time, and the outcomes keep
+it honest: an engine that reads several prompts in one step shows as ratios under 1.
+
+A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only on
+evidence: some outcomes measured (``outcomes.MIN_OUTCOMES``), a queue in front of it (no
+free slot, or prompts ahead still to read), and a prediction over the SLO. A fresh server
+admits and measures; an engine with a free slot and nothing to read takes any request.
+``shadow`` records what would have been refused and refuses nothing on prediction. The
+bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
 
 The door (``check``) comes before the prompt is built, so it judges a typical prompt. Once
-the prompt is built, its slot judges it again by its length (``prompt_refusal``): a
+the prompt is built, its slot judges it again by its length and the time spent so far: a
 conversation's later turn leaves hundreds of tokens to read where a repeated question
-leaves one, and the time its request has spent on the way counts too.
+leaves one.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
-(with an SLO: no longer than the SLO) fails with QueueTimeout. Slots are handed over
-first-come, first-served.
+(policy ``predicted``: no longer than the SLO) fails with QueueTimeout. Slots are handed
+over first-come, first-served.
 """
 
 from __future__ import annotations
@@ -53,21 +47,44 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
+from kefu.limits.outcomes import Outcome, Outcomes
 from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
 
 AdmissionPolicy = Literal["predicted", "queue"]
 
+# Seconds to the first token that ``predicted`` aims for (--ttft-slo): "acceptable" by the
+# field's thresholds (docs/ARCHITECTURE.md).
+DEFAULT_TTFT_SLO = 2.0
+# The quantile of the first-token time a prediction stands for. A refused request is one
+# whose 90th percentile lies past the SLO.
+DEFAULT_QUANTILE = 0.9
+# Refusals kept for /stats and kefu diagnose, with when they came and whether a slot was
+# free: enough for a 15-minute window at a few hundred refusals a second.
+REFUSALS_KEPT = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What admission predicted for one request, seconds from its arrival."""
+
+    estimate: float  # the rates' point estimate
+    predicted: float  # calibrated: the estimate times the correction
+    queued: bool  # a queue in front of it: the only place a prediction may refuse
+    refuse: bool  # the prediction says refuse (``shadow`` admits it anyway)
+
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
 class Hold:
-    """One request's slot: when it was granted, and (``Admission.first_token``) when its
-    first token came, on the admission's clock."""
+    """One request's slot: when it came (its TTFT runs from then) and was granted, and
+    (``Admission.first_token``) when its first token came, on the admission's clock."""
 
+    received: float
     granted: float
-    first_token: float | None = None
     tokens: int | None = None  # of its prompt, left to read; None where not counted
+    judgement: Judgement | None = None
+    first_token: float | None = None
 
 
 @dataclass(eq=False)
@@ -77,6 +94,15 @@ class Ticket:
     ahead of theirs. A cold start's burst all passed the door before the first took its
     slot, built 61 prompts on the 2-core box, and was refused at the slots ~80 ms later."""
 
+    judgement: Judgement | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    at: float  # wall clock, for /stats windows
+    code: str
+    slot_free: bool  # the engine had room: a free slot when it refused
+
 
 class Admission:
     def __init__(
@@ -85,18 +111,27 @@ class Admission:
         slots: int,
         max_waiting: int,
         timeout: float,
-        ttft_slo: float | None = None,
+        ttft_slo: float = DEFAULT_TTFT_SLO,
+        policy: AdmissionPolicy = "queue",
+        shadow: bool = False,
+        quantile: float = DEFAULT_QUANTILE,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """``ttft_slo`` None: the bounded line alone (policy ``queue``). ``clock`` must be
-        the one first-token times are read on (the timeline's perf_counter)."""
+        """``policy`` "queue" (the default here) records its predictions and acts on none;
+        the server's default is --admission predicted. ``clock`` must be the one
+        first-token times are read on (the timeline's perf_counter)."""
         self.slots = slots
         self.max_waiting = max_waiting
         self.timeout = timeout
         self.ttft_slo = ttft_slo
+        self.policy = policy
+        self.shadow = shadow
         self.clock = clock
         self.rate = ServiceRate()
+        self.outcomes = Outcomes(quantile)
         self.refused = {"overloaded": 0, "queue_full": 0, "queue_timeout": 0}
+        self.refused_with_free_slot = dict.fromkeys(self.refused, 0)
+        self.refusals: deque[Refusal] = deque(maxlen=REFUSALS_KEPT)
         self._free = slots
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._holds: set[Hold] = set()
@@ -104,11 +139,15 @@ class Admission:
         self._last_first_token: float | None = None
 
     @property
+    def refuses_on_prediction(self) -> bool:
+        return self.policy == "predicted" and not self.shadow
+
+    @property
     def wait_limit(self) -> float:
-        """How long a request may wait in line: --queue-timeout, and with a TTFT SLO no
-        longer than the SLO (one still waiting then has missed it whatever comes next,
-        and a prediction that was wrong must not cost the customer 30 s)."""
-        return self.timeout if self.ttft_slo is None else min(self.timeout, self.ttft_slo)
+        """How long a request may wait in line: --queue-timeout, and under ``predicted`` no
+        longer than the SLO (one still waiting then has missed it whatever comes next, and
+        a prediction that was wrong must not cost the customer 30 s)."""
+        return self.timeout if self.policy == "queue" else min(self.timeout, self.ttft_slo)
 
     @property
     def running(self) -> int:
@@ -128,43 +167,57 @@ class Admission:
     def _slot_free(self) -> bool:
         return self._free > 0 and not self._waiters
 
+    def judge(self, tokens: int | None = None, received: float | None = None) -> Judgement:
+        """A request that came at ``received`` (now if None), whose prompt leaves ``tokens``
+        to read (a typical prompt if None): its first token, predicted."""
+        now = self.clock()
+        reading = self.rate.reading
+        typical = reading.typical
+        unread = [h for h in self._holds if h.first_token is None]
+        slot_free = self._slot_free
+        queued = not slot_free or bool(unread) or bool(self._tickets)
+        ahead = sum(reading.seconds(typical if h.tokens is None else h.tokens) for h in unread)
+        ahead += (len(self._tickets) + self.waiting) * reading.seconds(typical)
+        own = reading.seconds(typical if tokens is None else tokens)
+        slowdown = 1.0
+        if unread:
+            oldest = min(unread, key=lambda h: h.granted)
+            so_far = now - self._reading_since(oldest.granted)
+            expected = reading.seconds(typical if oldest.tokens is None else oldest.tokens)
+            ahead = max(0.0, ahead - so_far)
+            if expected > 0 and so_far > expected:
+                slowdown = so_far / expected
+        slot_wait = 0.0
+        if not slot_free:
+            slot_wait = self.rate.slot_wait(self.waiting, self.slots, self._oldest_running(now))
+        spent = 0.0 if received is None else max(0.0, now - received)
+        estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
+        predicted = estimate * self.outcomes.correction()
+        refuse = queued and self.outcomes.ready and predicted > self.ttft_slo
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
+                "%.3f s own, x%.2f slower: %.3f s estimated, %.3f s predicted%s",
+                "typical" if tokens is None else tokens,
+                spent,
+                slot_wait,
+                ahead,
+                own,
+                slowdown,
+                estimate,
+                predicted,
+                " (refuse)" if refuse else "",
+            )
+        return Judgement(estimate, predicted, queued, refuse)
+
+    def predicted_ttft(self) -> float:
+        """A typical request arriving now: seconds to its first token, calibrated."""
+        return self.judge().predicted
+
     def _oldest_running(self, now: float) -> float | None:
         """The age of the oldest request holding a slot, None when none does."""
         oldest = min((h.granted for h in self._holds), default=None)
         return None if oldest is None else now - oldest
-
-    def predicted_ttft(self) -> float | None:
-        """A request arriving now: seconds to its first token, by the measured rates."""
-        now = self.clock()
-        unread = [h.granted for h in self._holds if h.first_token is None]
-        read_so_far = now - self._reading_since(min(unread)) if unread else None
-        return self.rate.predicted_ttft(
-            ahead=self.waiting,
-            slots=self.slots,
-            slot_free=self._slot_free,
-            reading=len(unread) + len(self._tickets),
-            oldest_running=self._oldest_running(now),
-            read_so_far=read_so_far,
-        )
-
-    def first_token(self, hold: Hold) -> None:
-        """The held request's first token came now (once per hold): one prompt read, since
-        the request was let in or since the previous prompt was read, whichever is later."""
-        if hold.first_token is None:
-            hold.first_token = now = self.clock()
-            seconds = now - self._reading_since(hold.granted)
-            self.rate.prefill.add(seconds)
-            if hold.tokens is not None:
-                if log.isEnabledFor(logging.DEBUG):
-                    said = self.rate.reading.seconds(hold.tokens)
-                    log.debug(
-                        "read a prompt of %d tokens in %.3f s; the line said %.3f s",
-                        hold.tokens,
-                        seconds,
-                        said,
-                    )
-                self.rate.reading.add(hold.tokens, seconds)
-            self._last_first_token = now
 
     def _reading_since(self, granted: float) -> float:
         """When the engine began reading the prompt of a request let in at ``granted``: then,
@@ -173,43 +226,79 @@ class Admission:
             return granted
         return max(granted, self._last_first_token)
 
+    def first_token(self, hold: Hold) -> None:
+        """The held request's first token came now (once per hold): one prompt read, since
+        the request was let in or since the previous prompt was read, whichever is later;
+        and its prediction's outcome."""
+        if hold.first_token is not None:
+            return
+        hold.first_token = now = self.clock()
+        if hold.tokens is not None:
+            self.rate.reading.add(hold.tokens, now - self._reading_since(hold.granted))
+        self._last_first_token = now
+        self._record(hold.judgement, now - hold.received)
+
+    def _record(self, judgement: Judgement | None, realized: float) -> None:
+        if judgement is None:
+            return
+        self.outcomes.add(
+            Outcome(
+                estimate=judgement.estimate,
+                predicted=judgement.predicted,
+                realized=realized,
+                queued=judgement.queued,
+                would_refuse=judgement.refuse,
+                missed=realized > self.ttft_slo,
+            )
+        )
+
+    def _overloaded(self, judgement: Judgement, tokens: int | None) -> Overloaded | None:
+        """The refusal a judgement calls for, None where it admits (or only records)."""
+        if not judgement.refuse or not self.refuses_on_prediction:
+            return None
+        what = "a reply" if tokens is None else f"a reply to this {tokens}-token prompt"
+        return Overloaded(
+            f"the server is busy: {what} would start in about {judgement.predicted:.1f} s, "
+            f"over the {self.ttft_slo:g} s it aims for; retry shortly",
+            retry_after=max(1.0, judgement.predicted - self.ttft_slo),
+        )
+
+    def _line_full(self) -> QueueFull | None:
+        if self._slot_free or self.waiting < self.max_waiting:
+            return None
+        return QueueFull(
+            f"the server is at capacity ({self.slots} running, {self.waiting} waiting); "
+            "retry shortly",
+            retry_after=self._retry_after(),
+        )
+
     def refusal(self) -> Unavailable | None:
         """What a request arriving now would be refused with at once (Overloaded,
         QueueFull), or None when it would get a slot or a place in line; counts nothing."""
-        slot_free = self._slot_free
-        if slot_free and not self.reading:
-            return None  # an idle engine takes it, whatever it measured while busy
-        if self.ttft_slo is not None:
-            predicted = self.predicted_ttft()
-            if predicted is not None and predicted > self.ttft_slo:
-                return Overloaded(
-                    f"the server is busy: a reply would start in about {predicted:.1f} s, "
-                    f"over the {self.ttft_slo:g} s it aims for; retry shortly",
-                    retry_after=max(1.0, predicted - self.ttft_slo),
-                )
-        if not slot_free and self.waiting >= self.max_waiting:
-            return QueueFull(
-                f"the server is at capacity ({self.slots} running, {self.waiting} waiting); "
-                "retry shortly",
-                retry_after=self._retry_after(),
-            )
-        return None
+        refusal, _ = self._at_door()
+        return refusal
+
+    def _at_door(self) -> tuple[Unavailable | None, Judgement]:
+        judgement = self.judge()
+        return self._overloaded(judgement, None) or self._line_full(), judgement
 
     def check(self) -> Ticket:
         """Raise now what ``slot`` would refuse at once, else a ticket for ``slot``: a caller
         asks before it spends CPU on what only an admitted request needs (a prompt), so a
         refusal costs about a millisecond however loaded the server is. The ticket counts
         as a prompt ahead until ``slot`` takes it or ``release`` drops it."""
-        self._refuse(self.refusal())
-        return self._ticket()
+        refusal, judgement = self._at_door()
+        self._refuse(refusal)
+        return self._ticket(judgement)
 
     def ticket_if_free(self) -> Ticket | None:
         """``check`` that neither raises nor counts a refusal: a ticket, or None where
         ``check`` would refuse now (the caller may still answer without the engine)."""
-        return None if self.refusal() is not None else self._ticket()
+        refusal, judgement = self._at_door()
+        return None if refusal is not None else self._ticket(judgement)
 
-    def _ticket(self) -> Ticket:
-        ticket = Ticket()
+    def _ticket(self, judgement: Judgement) -> Ticket:
+        ticket = Ticket(judgement)
         self._tickets.add(ticket)
         return ticket
 
@@ -230,52 +319,14 @@ class Admission:
     def _refuse(self, refusal: Unavailable | None) -> None:
         """Count and raise ``refusal``, if there is one."""
         if refusal is not None:
-            self.refused[refusal.code] += 1
+            self._count(refusal.code)
             raise refusal
 
-    def prompt_refusal(self, tokens: int, received: float) -> Overloaded | None:
-        """Whether a request whose prompt is built, ``tokens`` of it left to read, and
-        which came at ``received`` (its TTFT runs from then) would miss the SLO: judged
-        again at its slot by the prompt's length (``ServiceRate.reading``). The door
-        judged a typical prompt; a conversation's later turn is longer, and its second
-        look and prompt may have taken a while. An engine that holds no request takes it."""
-        reading = self.rate.reading
-        if self.ttft_slo is None or not reading.samples or not (self._holds or self._waiters):
-            return None
-        now = self.clock()
-        typical = round(reading.tokens.value or 0.0)
-        unread = [h for h in self._holds if h.first_token is None]
-        # The prompts before it, less what the engine has read of the first of them; each
-        # at its upper bound, as at the door: what slows one (a busy box) slows them all.
-        ahead = sum(reading.upper(typical if h.tokens is None else h.tokens) for h in unread)
-        if unread:
-            ahead = max(0.0, ahead - (now - self._reading_since(min(h.granted for h in unread))))
-        ahead += self.waiting * reading.upper(typical)
-        slot_wait = 0.0
-        if not self._slot_free:
-            slot_wait = self.rate.slot_wait(self.waiting, self.slots, self._oldest_running(now))
-        own = reading.upper(tokens)
-        predicted = now - received + max(slot_wait, ahead) + own
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "prompt of %d tokens: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
-                "%.3f s own (%.3f s by the line): %.3f s predicted",
-                tokens,
-                now - received,
-                slot_wait,
-                ahead,
-                own,
-                reading.seconds(tokens),
-                predicted,
-            )
-        if predicted <= self.ttft_slo:
-            return None
-        return Overloaded(
-            f"the server is busy: a reply to this {tokens}-token prompt would start "
-            f"{predicted:.1f} s after the request came, over the {self.ttft_slo:g} s it "
-            "aims for; retry shortly",
-            retry_after=max(1.0, predicted - self.ttft_slo),
-        )
+    def _count(self, code: str) -> None:
+        slot_free = self._free > 0
+        self.refused[code] += 1
+        self.refused_with_free_slot[code] += slot_free
+        self.refusals.append(Refusal(time.time(), code, slot_free))
 
     @asynccontextmanager
     async def slot(
@@ -288,8 +339,9 @@ class Admission:
         """A slot, judged at the door by ``ticket`` (from ``check``) or now without one,
         and again by the prompt's ``tokens`` left to read when they are counted (TTFT
         from ``received``, now if None)."""
-        await self._acquire(ticket, tokens, self.clock() if received is None else received)
-        hold = Hold(granted=self.clock(), tokens=tokens)
+        received = self.clock() if received is None else received
+        judgement = await self._acquire(ticket, tokens, received)
+        hold = Hold(received=received, granted=self.clock(), tokens=tokens, judgement=judgement)
         self._holds.add(hold)
         completed = False
         try:
@@ -303,16 +355,23 @@ class Admission:
             if completed:
                 self.rate.record(self.clock() - hold.granted)
 
-    async def _acquire(self, ticket: Ticket | None, tokens: int | None, received: float) -> None:
+    async def _acquire(
+        self, ticket: Ticket | None, tokens: int | None, received: float
+    ) -> Judgement | None:
+        """Wait for a slot; the judgement its prediction is recorded by."""
+        judgement = None
         if ticket in self._tickets:
             self._tickets.discard(ticket)  # judged at the door: the same request, not anew
+            judgement = ticket.judgement
         else:
-            self._refuse(self.refusal())
+            refusal, judgement = self._at_door()
+            self._refuse(refusal)
         if tokens is not None:
-            self._refuse(self.prompt_refusal(tokens, received))
+            judgement = self.judge(tokens, received)
+            self._refuse(self._overloaded(judgement, tokens))
         if self._slot_free:
             self._free -= 1
-            return
+            return judgement
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
@@ -322,8 +381,9 @@ class Admission:
                 await waiter
         except TimeoutError:
             if waiter.done() and not waiter.cancelled():
-                return  # the slot arrived as the timer fired: keep it
-            self.refused["queue_timeout"] += 1
+                return judgement  # the slot arrived as the timer fired: keep it
+            self._count("queue_timeout")
+            self._record(judgement, self.clock() - received)  # a miss, at least this late
             raise QueueTimeout(
                 f"no capacity freed up within {self.wait_limit:g} s; retry shortly",
                 retry_after=self._retry_after(),
@@ -337,6 +397,7 @@ class Admission:
                 waiter.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+        return judgement
 
     def _retry_after(self) -> float:
         """Until a place in line is likely to free up (one slot's turn), at least 1 s."""
@@ -350,3 +411,22 @@ class Admission:
                 waiter.set_result(None)  # the slot passes straight to the next in line
                 return
         self._free += 1
+
+    def report(self, since: float | None = None) -> dict[str, object]:
+        """The predictions against their outcomes, and the refusals (since ``since``, wall
+        clock, or since start), with how many came while a slot was free."""
+        refusals = [r for r in self.refusals if since is None or r.at >= since]
+        by_code: dict[str, int] = {}
+        for refusal in refusals:
+            by_code[refusal.code] = by_code.get(refusal.code, 0) + 1
+        return {
+            "policy": self.policy,
+            "shadow": self.shadow,
+            "ttft_slo_s": self.ttft_slo,
+            "predictions": self.outcomes.report(),
+            "refusals": {
+                "total": len(refusals),
+                "by_code": by_code,
+                "with_free_slot": sum(r.slot_free for r in refusals),
+            },
+        }

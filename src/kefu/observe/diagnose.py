@@ -4,7 +4,9 @@ Thresholds are the ones operators in the field use (docs/ARCHITECTURE.md):
 TTFT < 500 ms excellent, < 1 s good, < 2 s acceptable, else poor; queue wait
 over 30 % of E2E means compute is saturated; a timeout error rate over 1 % is a
 fault; TTFT that grows with the turn number means context management is off.
-Admission's refusals are judged as capacity, apart from the server's own errors.
+Admission's refusals are judged as capacity only where the engine was full when it
+refused; refusals while a slot was free are admission's miscalibration, with how its
+predictions compared with the outcomes.
 """
 
 from __future__ import annotations
@@ -254,6 +256,9 @@ def _timeouts(s: dict[str, Any]) -> Finding | None:
 
 
 def _refusals(s: dict[str, Any]) -> Finding | None:
+    """Admission's refusals: capacity only where the engine was full when it refused; a
+    refusal while a slot was free is admission's prediction at fault, named with how its
+    predictions compared with what happened."""
     requests = int(s.get("requests", 0))
     codes = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k in REFUSAL_CODES}
     if not requests or not codes:
@@ -261,13 +266,39 @@ def _refusals(s: dict[str, Any]) -> Finding | None:
     refused = sum(codes.values())
     rate = refused / requests
     detail = ", ".join(f"{code} {n}" for code, n in sorted(codes.items()))
-    text = (
-        f"admission refused {rate:.1%} ({refused} of {requests}: {detail}): the engines are "
-        "full at this load; add engines or replicas, or raise --ttft-slo or --max-queue "
-        "if customers may wait longer"
-    )
     status: Status = "fail" if rate > REFUSAL_RATE_LIMIT else "warn"
+    admission = s.get("admission") or {}
+    counted = (admission.get("refusals") or {}).get("total", 0)
+    free = (admission.get("refusals") or {}).get("with_free_slot", 0)
+    if counted and free * 2 >= counted:
+        return Finding(
+            "admission",
+            status,
+            f"admission refused {rate:.1%} ({refused} of {requests}: {detail}), {free} of "
+            f"{counted} while an engine slot was free: the engine had room, so this is "
+            f"admission's prediction, not capacity ({_predictions(admission)}); check "
+            "--admission-quantile and --ttft-slo, measure with --admission-shadow, or use "
+            "--admission queue",
+        )
+    text = (
+        f"admission refused {rate:.1%} ({refused} of {requests}: {detail}"
+        + (f", {counted - free} with every slot busy" if counted else "")
+        + "): the engines are full at this load; add engines or replicas, or raise "
+        "--ttft-slo or --max-queue if customers may wait longer"
+    )
     return Finding("capacity", status, text)
+
+
+def _predictions(admission: dict[str, Any]) -> str:
+    """How admission's predictions compared with the outcomes, in words."""
+    predictions = admission.get("predictions") or {}
+    if not predictions.get("outcomes"):
+        return "no outcome measured yet"
+    return (
+        f"first tokens came at {predictions['ratio_p50']:g}x the predicted time at the "
+        f"median, {predictions['ratio_p90']:g}x at p90, over {predictions['outcomes']} "
+        "admitted requests"
+    )
 
 
 def _errors(s: dict[str, Any]) -> Finding | None:

@@ -9,10 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from kefu.engine.base import EngineStats, UpstreamStats
+from kefu.limits.admission import Admission
 from kefu.memory.keeper import MemoryWork
 from kefu.observe.records import RequestRecord
 
@@ -189,12 +195,14 @@ class LoadSnapshot:
         waiting: int,
         ready: bool,
         memory: MemoryWork | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.engine = engine
         self.admitted = admitted
         self.waiting = waiting
         self.ready = ready
         self.memory = memory or MemoryWork()
+        self.admission = admission
 
 
 class _LoadCollector(Collector):
@@ -230,6 +238,8 @@ class _LoadCollector(Collector):
         ):
             yield GaugeMetricFamily(name, doc, value=value)
         yield from _memory_metrics(snap.memory)
+        if snap.admission is not None:
+            yield from _admission_metrics(snap.admission)
         if stats.engines:
             yield from _engine_metrics(stats.engines)
 
@@ -255,6 +265,49 @@ def _memory_metrics(work: MemoryWork) -> Iterator[Metric]:
         ),
     ):
         yield CounterMetricFamily(name, doc, value=value)
+
+
+def _admission_metrics(admission: Admission) -> Iterator[Metric]:
+    """Admission's predictions against their outcomes (``limits/outcomes.py``)."""
+    outcomes = admission.outcomes
+    ratios = outcomes.ratios
+    yield HistogramMetricFamily(
+        "kefu_admission_ttft_ratio",
+        "Admitted requests' realized first-token time over the time admission predicted.",
+        buckets=ratios.cumulative(),
+        sum_value=ratios.total,
+    )
+    yield GaugeMetricFamily(
+        "kefu_admission_correction",
+        "Factor from the rates' estimate to the prediction: the recent realized/estimated "
+        "at --admission-quantile.",
+        value=outcomes.correction(),
+    )
+    confusion = outcomes.confusion
+    judged = CounterMetricFamily(
+        "kefu_admission_judged",
+        "Admitted requests by what the prediction said (refuse: under --admission-shadow or "
+        "before calibration) and whether the first token missed --ttft-slo.",
+        labels=["prediction", "slo"],
+    )
+    for prediction, slo, value in (
+        ("refuse", "missed", confusion.refused_missed),
+        ("refuse", "made", confusion.refused_made),
+        ("admit", "missed", confusion.admitted_missed),
+        ("admit", "made", confusion.admitted_made),
+    ):
+        judged.add_metric([prediction, slo], value)
+    yield judged
+    refusals = CounterMetricFamily(
+        "kefu_admission_refusals",
+        "Requests admission refused, by code and whether an engine slot was free then.",
+        labels=["code", "slot"],
+    )
+    for code, total in admission.refused.items():
+        free = admission.refused_with_free_slot[code]
+        refusals.add_metric([code, "free"], free)
+        refusals.add_metric([code, "full"], total - free)
+    yield refusals
 
 
 BREAKER_VALUES = {"closed": 0, "half-open": 1, "open": 2}

@@ -23,7 +23,7 @@ from kefu.observe.observer import Observer
 from kefu.service.access import Access
 from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
-from kefu.service.first_prompt import time_a_first_prompt
+from kefu.service.first_prompt import read_a_first_prompt
 from kefu.service.handoff import availability, waiting_plan
 from kefu.service.plan import Plan
 from kefu.service.replication import Replication
@@ -111,6 +111,7 @@ class Runtime:
             waiting=self.admission.waiting,
             ready=self.ready,
             memory=self.memory.work(),
+            admission=self.admission,
         )
 
     def count_asked(self, entry_id: str) -> None:
@@ -151,15 +152,14 @@ class Runtime:
             await asyncio.gather(*self.background, return_exceptions=True)
 
     async def start_engine(self) -> None:
-        """Start the engine; the embedded one then reads a first turn's prompt
-        (``first_prompt.py``)."""
+        """Start the engine; the embedded one then reads a first turn's prompt, its
+        warm-up (``first_prompt.py``)."""
         started = time.perf_counter()
         try:
             await self.engine.start()
             if self.settings.warmup and self.settings.engine_kind == "llamacpp":
-                await time_a_first_prompt(
+                await read_a_first_prompt(
                     self.engine,
-                    self.admission,
                     persona=self.settings.persona,
                     passages=await self._first_passages(),
                 )
@@ -257,6 +257,8 @@ class Runtime:
         timeline.mark("admitted")
         received = timeline.marks["received"]
         async with self.admission.slot(ticket, tokens=unread, received=received) as hold:
+            if hold.judgement is not None:
+                timeline.outcome.predicted_ttft = hold.judgement.predicted
             yield hold
 
     async def generate(

@@ -38,6 +38,8 @@ class Outcome:
     engine: str | None = None
     route_reason: str | None = None
     attempts: int = 0
+    # Admission's calibrated prediction of the TTFT (seconds), beside the realized one.
+    predicted_ttft: float | None = None
 
 
 # A stage is named for the work that ends at its mark.
@@ -129,6 +131,8 @@ class Timeline:
         if self.outcome.engine is not None and "prefill_ms" in result:
             # A remote engine's prefill is what kefu sees of it: request sent to first token.
             result["upstream_ttft_ms"] = result["prefill_ms"]
+        if self.outcome.predicted_ttft is not None:
+            result["predicted_ttft_ms"] = round(self.outcome.predicted_ttft * 1000, 3)
         return result
 
     def server_timing(self) -> str:

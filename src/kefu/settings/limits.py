@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
+from kefu.limits.admission import DEFAULT_QUANTILE, DEFAULT_TTFT_SLO
 from kefu.settings.group import SettingsGroup
 
 
@@ -23,12 +24,27 @@ class LimitSettings(SettingsGroup):
     admission: Literal["predicted", "queue"] = Field(
         "predicted",
         description="How the LLM path admits requests: 'predicted' refuses at once (503 + "
-        "Retry-After; on /chat a 'busy' answer with the nearest FAQ entries) a request whose "
-        "first token the engine's measured service rate puts past --ttft-slo; 'queue' only "
-        "bounds the line (--max-queue, --queue-timeout).",
+        "Retry-After; on /chat a 'busy' answer with the nearest FAQ entries) a request that "
+        "meets a queue and whose first token its calibrated prediction puts past "
+        "--ttft-slo; 'queue' only bounds the line. Under either policy each prediction is "
+        "recorded beside its outcome (/ready, /metrics).",
+    )
+    admission_shadow: bool = Field(
+        False,
+        description="Admit what --admission predicted would refuse, recording it: /ready "
+        "and /metrics then show the refusals' precision (would-refuse requests that missed "
+        "--ttft-slo) and recall (misses it would have refused), measured in one run.",
+    )
+    admission_quantile: float = Field(
+        DEFAULT_QUANTILE,
+        gt=0,
+        lt=1,
+        description="The quantile of the first-token time that admission's prediction "
+        "stands for, calibrated on recent outcomes: a request is refused when this "
+        "quantile of its predicted wait lies past --ttft-slo.",
     )
     ttft_slo: float = Field(
-        2.0,
+        DEFAULT_TTFT_SLO,
         gt=0,
         description="Seconds to the first token that --admission predicted aims for: a "
         "request predicted to wait longer is refused at once instead of failing later, and "

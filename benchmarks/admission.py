@@ -1,0 +1,316 @@
+"""Admission's promise against the outcomes (issue 36): refused only what would miss the
+SLO? Both kinds of error, each policy, each load, in one run on the real model.
+
+Policies, each on a fresh ``kefu serve`` per run (bundled model, ``--parallel P``, SLO S):
+``queue`` (the bounded line alone), ``predicted`` (kefu's default) and ``shadow``
+(``predicted --admission-shadow``: admits everything and records what it would have
+refused, so the refusals' precision and recall are measured on outcomes).
+
+Load is a multiple of the engine's measured capacity:
+
+- ``streams``: closed-loop ``/v1`` streams (each client sends its next request when the
+  last one ends; ``--max-tokens`` 64). Capacity: P streams, one per engine slot.
+- ``sessions``: ``kefu bench --users N --turns 1-5 --think 1`` on ``/chat``. Capacity: the
+  users whose LLM-bound messages match the engine's throughput, both measured in this run
+  (the 1x streams' answers per second under ``queue``, and a light 4-user bench's LLM
+  messages per user-second).
+
+Printed per run: sent / answered / refused (429, 503 and the line's timeouts), the
+accepted answers' TTFT p50/p99 (LLM answers for sessions), SLO misses among them,
+goodput (answers whose first token came within the SLO, per second), the server's own
+record of its predictions (realized ÷ predicted at p50 and p90, from /ready) and the
+would-refuse confusion it kept: precision (would-refuse requests that really missed the
+SLO) and recall (misses it would have refused). Predictions are recorded under every
+policy; only ``predicted`` acts on them.
+
+    .venv/bin/python benchmarks/admission.py [--levels 0.5,1,2,10] [--duration 30]
+        [--workloads streams,sessions] [--policies queue,predicted,shadow]
+
+``--diagnose``: instead, ``kefu diagnose`` against a fresh default server (it probes
+itself), printed whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness import kefu_process, percentile, sse_events
+
+POLICY_FLAGS = {
+    "queue": ["--admission", "queue"],
+    "predicted": ["--admission", "predicted"],
+    "shadow": ["--admission", "predicted", "--admission-shadow"],
+}
+QUESTIONS = [
+    "Where is my parcel? I ordered it last Monday, order {n}.",
+    "How do I return a pair of shoes that do not fit? It was order {n}.",
+    "Can I change the delivery address of order {n}?",
+    "How long does a refund take for order {n}?",
+    "Do you ship to Canada, and how much does it cost? Asking about order {n}.",
+    "I received a damaged item in order {n}. What should I do?",
+    "How do I get an invoice for order {n}?",
+    "Can I pay for order {n} with a gift card?",
+]
+
+
+@dataclass
+class Request:
+    sent: float
+    end: float
+    status: int
+    first: float | None = None
+    code: str | None = None  # the error's code, where it failed
+
+
+@dataclass
+class Run:
+    policy: str
+    workload: str
+    level: float
+    clients: int
+    duration: float
+    slo: float
+    answered: list[float] = field(default_factory=list)  # accepted TTFTs (LLM for sessions)
+    sent: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+    other: int = 0  # failed otherwise
+    fast: int = 0  # sessions: answered without the engine
+    admission: dict[str, Any] = field(default_factory=dict)  # /ready's, at the end
+
+    def good(self) -> int:
+        return sum(1 for t in self.answered if t <= self.slo) + self.fast
+
+
+async def one_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Request:
+    sent = time.perf_counter()
+    try:
+        async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+            if r.status_code != 200:
+                payload = json.loads(await r.aread() or b"{}")
+                code = (payload.get("error") or {}).get("code") or str(r.status_code)
+                return Request(sent, time.perf_counter(), r.status_code, code=code)
+            first = None
+            async for event in sse_events(r):
+                if first is None and event.data != "[DONE]":
+                    chunk = json.loads(event.data)
+                    if "error" in chunk:
+                        code = chunk["error"].get("code") or "error"
+                        return Request(sent, time.perf_counter(), 200, code=code)
+                    if any((c.get("delta") or {}).get("content") for c in chunk["choices"]):
+                        first = time.perf_counter()
+            return Request(sent, time.perf_counter(), 200, first=first)
+    except httpx.HTTPError as exc:
+        return Request(sent, time.perf_counter(), 0, code=type(exc).__name__)
+
+
+async def closed_loop(url: str, clients: int, duration: float, seed: int) -> list[Request]:
+    """``clients`` streams, each sending its next request when the last ends, until
+    ``duration`` seconds have passed (no request starts later)."""
+    rng = random.Random(seed)
+    results: list[Request] = []
+    deadline = time.perf_counter() + duration
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        while time.perf_counter() < deadline:
+            question = rng.choice(QUESTIONS).format(n=rng.randrange(10_000, 99_999))
+            body = {
+                "model": "bench",
+                "messages": [{"role": "user", "content": question}],
+                "max_tokens": 64,
+                "temperature": 0.7,
+                "stream": True,
+            }
+            request = await one_stream(client, url, body)
+            results.append(request)
+            if request.status in (429, 503):
+                await asyncio.sleep(0.1)  # a refused client retries soon, not in a hot loop
+
+    limits = httpx.Limits(max_connections=clients + 4)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+    return results
+
+
+def bench_sessions(
+    url: str, users: int, duration: float, seed: int, slo: float
+) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="kefu-admission-") as out:
+        command = [sys.executable, "-m", "kefu", "bench", "--url", url, "--users", str(users)]
+        command += ["--duration", str(duration), "--turns", "1-5", "--think", "1"]
+        command += ["--requests", "100000", "--timeout", "120", "--slo", f"ttft={slo}s"]
+        command += ["--out", out, "--no-progress", "--seed", str(seed)]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        lines = (Path(out) / "requests.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def code_of(record: dict[str, Any]) -> str:
+    # "HTTP 503 queue_full: the server ..." -> queue_full
+    parts = (record.get("error") or "").split()
+    return parts[2].rstrip(":") if len(parts) > 2 and parts[0] == "HTTP" else record["status"]
+
+
+def run_once(
+    policy: str, workload: str, level: float, clients: int, args: argparse.Namespace
+) -> Run:
+    flags = [*POLICY_FLAGS[policy], "--ttft-slo", str(args.slo), "--parallel", str(args.parallel)]
+    run = Run(policy, workload, level, clients, args.duration, args.slo)
+    with kefu_process(*flags, ready_timeout=600) as (url, _):
+        if workload == "streams":
+            for r in asyncio.run(closed_loop(url, clients, args.duration, args.seed)):
+                run.sent += 1
+                if r.status in (429, 503) or r.code in ("queue_timeout", "overloaded"):
+                    code = r.code or str(r.status)
+                    run.refused[code] = run.refused.get(code, 0) + 1
+                elif r.code is not None or r.first is None:
+                    run.other += 1
+                else:
+                    run.answered.append(r.first - r.sent)
+        else:
+            for record in bench_sessions(url, clients, args.duration, args.seed, args.slo):
+                run.sent += 1
+                if record["http_status"] in (429, 503):
+                    code = code_of(record)
+                    run.refused[code] = run.refused.get(code, 0) + 1
+                elif record["status"] != "ok":
+                    run.other += 1
+                elif record["tier"] != "llm":
+                    run.fast += 1
+                elif record["first_content"] is not None:
+                    run.answered.append(record["first_content"] - record["sent"])
+        run.admission = httpx.get(url + "/ready", timeout=10).json()["admission"]
+    return run
+
+
+def fmt(value: float | None, scale: float = 1000.0, digits: int = 0) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{value * scale:.{digits}f}"
+
+
+HEADER = (
+    f"{'workload':8} {'load':>5} {'clients':>7} {'policy':9} {'sent':>5} {'answd':>5} "
+    f"{'refused':>7} {'other':>5} {'ttft50':>6} {'ttft99':>6} {'miss':>9} {'good/s':>6} "
+    f"{'ratio50':>7} {'ratio90':>7} {'within':>6} {'prec':>5} {'recall':>6} "
+    f"{'wouldref':>8} {'refused (by code)':30}"
+)
+
+
+def print_run(run: Run) -> None:
+    answered = run.answered
+    missed = sum(1 for t in answered if t > run.slo)
+    predictions = run.admission["predictions"]
+    would = predictions["would_refuse"]
+    miss = f"{missed} {missed / len(answered):.1%}" if answered else "-"
+    codes = " ".join(f"{k} {v}" for k, v in sorted(run.refused.items())) or "-"
+    print(
+        f"{run.workload:8} {run.level:5g} {run.clients:7} {run.policy:9} {run.sent:5} "
+        f"{len(answered) + run.fast:5} {sum(run.refused.values()):7} {run.other:5} "
+        f"{fmt(percentile(answered, 50)):>6} {fmt(percentile(answered, 99)):>6} {miss:>9} "
+        f"{run.good() / run.duration:6.2f} "
+        f"{fmt(predictions['ratio_p50'], 1, 2):>7} {fmt(predictions['ratio_p90'], 1, 2):>7} "
+        f"{fmt(predictions['within_prediction'], 100):>5}% "
+        f"{fmt(would['precision'], 100):>4}% {fmt(predictions['recall'], 100):>5}% "
+        f"{would['missed'] + would['made']:8} {codes:30}",
+        flush=True,
+    )
+
+
+def capacity_users(args: argparse.Namespace, streams_per_s: float) -> int:
+    """Users whose LLM-bound messages match the engine's measured throughput: a light
+    4-user bench under ``queue`` gives the LLM messages a user sends per second."""
+    flags = [*POLICY_FLAGS["queue"], "--parallel", str(args.parallel)]
+    with kefu_process(*flags, ready_timeout=600) as (url, _):
+        records = bench_sessions(url, 4, args.duration, args.seed, args.slo)
+    llm = sum(1 for r in records if r.get("tier") == "llm")
+    per_user = llm / 4 / args.duration
+    users = max(1, round(streams_per_s / per_user)) if per_user else 4
+    print(
+        f"  capacity: {streams_per_s:.2f} answers/s at {args.parallel} streams; a user sends "
+        f"{per_user:.3f} LLM messages/s at light load: 1x = {users} users",
+        file=sys.stderr,
+    )
+    return users
+
+
+def diagnose_fresh(args: argparse.Namespace) -> None:
+    with kefu_process("--parallel", str(args.parallel), ready_timeout=600) as (url, _):
+        result = subprocess.run(
+            [sys.executable, "-m", "kefu", "diagnose", "--url", url],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    print(f"$ kefu diagnose --url {url}   (a fresh default server; exit {result.returncode})")
+    print(result.stderr.rstrip())
+    print(result.stdout.rstrip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="0.5,1,2,10", help="load as multiples of capacity")
+    parser.add_argument("--workloads", default="streams,sessions")
+    parser.add_argument("--policies", default="queue,predicted,shadow")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds per run")
+    parser.add_argument("--slo", type=float, default=2.0, help="TTFT SLO in seconds")
+    parser.add_argument("--parallel", type=int, default=8, help="engine slots")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--diagnose", action="store_true", help="kefu diagnose, fresh server")
+    args = parser.parse_args()
+    if args.diagnose:
+        diagnose_fresh(args)
+        return
+    levels = [float(x) for x in args.levels.split(",")]
+    policies = args.policies.split(",")
+    runs: list[Run] = []
+    print(
+        f"fresh kefu serve per run, bundled model, --parallel {args.parallel}, TTFT SLO "
+        f"{args.slo:g} s, {args.duration:g} s a run (times in ms, goodput per s)\n"
+    )
+    print(HEADER)
+    streams_per_s: float | None = None
+    for workload in args.workloads.split(","):
+        base = args.parallel
+        if workload == "sessions":
+            if streams_per_s is None:
+                one = run_once("queue", "streams", 1, args.parallel, args)
+                streams_per_s = len(one.answered) / args.duration
+            base = capacity_users(args, streams_per_s)
+        for level in levels:
+            clients = max(1, round(level * base))
+            for policy in policies:
+                run = run_once(policy, workload, level, clients, args)
+                if workload == "streams" and level == 1 and policy == "queue":
+                    streams_per_s = len(run.answered) / args.duration
+                runs.append(run)
+                print_run(run)
+    print()
+    for workload in args.workloads.split(","):
+        for level in levels:
+            by = {r.policy: r for r in runs if r.workload == workload and r.level == level}
+            queue, predicted = by.get("queue"), by.get("predicted")
+            if queue is None or predicted is None:
+                continue
+            fits = bool(queue.answered) and percentile(queue.answered, 99) <= args.slo
+            print(
+                f"{workload} {level:g}x: queue's accepted TTFT p99 "
+                f"{'within' if fits else 'past'} the SLO; predicted refused "
+                f"{sum(predicted.refused.values())} of {predicted.sent}; goodput predicted / "
+                f"queue = {predicted.good() / max(queue.good(), 1):.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Outcomes: admission's predictions beside what happened, the correction they give and the
+confusion of would-refuse against missed-the-SLO (pure, hand-made outcomes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kefu.limits.outcomes import MIN_OUTCOMES, Histogram, Outcome, Outcomes, quantile
+
+
+def outcome(
+    realized: float, *, estimate: float = 1.0, predicted: float = 1.0, **flags: bool
+) -> Outcome:
+    return Outcome(
+        estimate=estimate,
+        predicted=predicted,
+        realized=realized,
+        queued=flags.get("queued", True),
+        would_refuse=flags.get("would_refuse", False),
+        missed=flags.get("missed", realized > 2.0),
+    )
+
+
+def test_quantile_is_the_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 11)]
+    assert quantile(values, 0.5) == 5.0
+    assert quantile(values, 0.9) == 9.0
+    assert quantile(values, 0.91) == 10.0
+    assert quantile([3.0], 0.01) == 3.0
+
+
+def test_the_correction_is_the_quantile_of_realized_over_estimated() -> None:
+    outcomes = Outcomes(quantile=0.9)
+    assert outcomes.correction() == 1.0  # nothing measured: the estimate as it is
+    assert not outcomes.ready
+    for ratio in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+        outcomes.add(outcome(ratio * 2, estimate=2.0))
+    assert outcomes.ready
+    assert outcomes.correction() == pytest.approx(0.9)
+    outcomes.add(outcome(20.0, estimate=2.0))  # one stalled request moves it to the next rank
+    assert outcomes.correction() == pytest.approx(1.0)
+
+
+def test_only_the_recent_outcomes_count() -> None:
+    outcomes = Outcomes(quantile=0.5, window=MIN_OUTCOMES)
+    for _ in range(MIN_OUTCOMES):
+        outcomes.add(outcome(4.0))
+    for _ in range(MIN_OUTCOMES):
+        outcomes.add(outcome(0.5))  # the engine got faster
+    assert outcomes.correction() == 0.5
+    assert outcomes.recorded == 2 * MIN_OUTCOMES
+
+
+def test_precision_and_recall_of_the_would_refuse_verdicts() -> None:
+    outcomes = Outcomes(quantile=0.9)
+    for realized, would_refuse in (
+        (3.0, True),
+        (3.0, True),
+        (1.0, True),
+        (3.0, False),
+        (1.0, False),
+    ):
+        outcomes.add(outcome(realized, would_refuse=would_refuse))
+    confusion = outcomes.confusion
+    assert confusion.precision == pytest.approx(2 / 3)  # one would-refuse made the SLO
+    assert confusion.recall == pytest.approx(2 / 3)  # one miss it let in
+    report = outcomes.report()
+    assert report["would_refuse"] == {"missed": 2, "made": 1, "precision": 0.667}
+    assert (report["admitted_missed"], report["recall"], report["missed_slo"]) == (1, 0.667, 3)
+    assert Outcomes(0.9).confusion.precision is None
+
+
+def test_the_report_says_how_the_promise_fared() -> None:
+    outcomes = Outcomes(quantile=0.9)
+    for realized in (0.5, 0.8, 1.0, 1.5):
+        outcomes.add(outcome(realized, predicted=1.0))
+    report = outcomes.report()
+    assert (report["ratio_p50"], report["ratio_p90"]) == (0.8, 1.5)
+    assert report["within_prediction"] == 0.75
+    assert outcomes.ratios.count == 4
+
+
+def test_the_histogram_is_cumulative_with_an_infinite_bucket() -> None:
+    histogram = Histogram(buckets=(0.5, 1.0))
+    for value in (0.2, 0.7, 1.0, 3.0):
+        histogram.observe(value)
+    assert histogram.cumulative() == [("0.5", 1), ("1.0", 3), ("+Inf", 4)]
+    assert histogram.total == pytest.approx(4.9)
