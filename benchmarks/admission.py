@@ -72,6 +72,7 @@ class Request:
     status: int
     first: float | None = None
     code: str | None = None  # the error's code, where it failed
+    text: str = ""
 
 
 @dataclass
@@ -94,25 +95,31 @@ class Run:
 
 
 async def one_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Request:
+    """POST a streamed chat completion: when its first content came, its text, its end."""
     sent = time.perf_counter()
+    parts: list[str] = []
+    first = None
     try:
         async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
             if r.status_code != 200:
                 payload = json.loads(await r.aread() or b"{}")
                 code = (payload.get("error") or {}).get("code") or str(r.status_code)
                 return Request(sent, time.perf_counter(), r.status_code, code=code)
-            first = None
             async for event in sse_events(r):
-                if first is None and event.data != "[DONE]":
-                    chunk = json.loads(event.data)
-                    if "error" in chunk:
-                        code = chunk["error"].get("code") or "error"
-                        return Request(sent, time.perf_counter(), 200, code=code)
-                    if any((c.get("delta") or {}).get("content") for c in chunk["choices"]):
-                        first = time.perf_counter()
-            return Request(sent, time.perf_counter(), 200, first=first)
+                if event.data == "[DONE]":
+                    continue
+                chunk = json.loads(event.data)
+                if "error" in chunk:
+                    code = chunk["error"].get("code") or "error"
+                    return Request(sent, time.perf_counter(), 200, code=code)
+                for choice in chunk.get("choices", []):
+                    content = (choice.get("delta") or {}).get("content")
+                    if content:
+                        first = first or time.perf_counter()
+                        parts.append(content)
     except httpx.HTTPError as exc:
         return Request(sent, time.perf_counter(), 0, code=type(exc).__name__)
+    return Request(sent, time.perf_counter(), 200, first=first, text="".join(parts))
 
 
 async def closed_loop(url: str, clients: int, duration: float, seed: int) -> list[Request]:

@@ -84,11 +84,14 @@ async def test_ready_reports_load(settings_factory: SettingsFactory) -> None:
         assert (await turn).status_code == 200
         ready = (await client.get("/ready")).json()
         assert admission_load(ready) == (0, 0, 0)
-        # The prompt's first token measured the engine: one sample of the reading line,
-        # and the outcome of its prediction.
+        # The prompt's first token measured the engine: one sample of the reading line.
         assert ready["admission"]["prompt_reading"]["samples"] == 1
+        assert ready["admission"]["predictions"]["outcomes"] == 0  # nothing to predict from
+        engine.release()
+        assert (await client.post("/chat", json={"message": "hi again"})).status_code == 200
+        ready = (await client.get("/ready")).json()
         predictions = ready["admission"]["predictions"]
-        assert predictions["outcomes"] == 1
+        assert predictions["outcomes"] == 1  # predicted from the first, beside what happened
         assert predictions["ratio_p50"] is not None
         assert ready["engine"]["running"] == 0
 

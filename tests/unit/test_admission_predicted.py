@@ -103,6 +103,25 @@ async def test_a_fresh_server_admits_and_measures() -> None:
     await waiting
 
 
+async def test_an_estimate_made_before_any_prompt_was_read_is_no_prediction() -> None:
+    """With no reading measured, the estimate is the time spent so far: its outcome would
+    teach the correction a ratio of thousands (a fresh server then refused nearly all)."""
+    clock = Clock()
+    admission = predicted(clock)
+    async with admission.slot(tokens=50, received=clock.now - 0.001) as hold:
+        assert hold.judgement is not None
+        assert not hold.judgement.measured
+        clock.now += 0.8
+        admission.first_token(hold)
+    assert admission.outcomes.recorded == 0
+    assert admission.rate.reading.samples == 1  # the engine measured: the next one counts
+    async with admission.slot(tokens=50) as hold:
+        clock.now += 0.8
+        admission.first_token(hold)
+    assert admission.outcomes.recorded == 1
+    assert admission.outcomes.correction() == pytest.approx(1.0)
+
+
 async def test_an_engine_with_a_free_slot_and_nothing_to_read_takes_any_request() -> None:
     clock = Clock()
     admission = predicted(clock)
@@ -224,7 +243,8 @@ async def test_policy_queue_predicts_and_records_but_never_refuses_on_it() -> No
     assert info.value.retry_after == 100.0  # one slot's turn at the measured rate
     await held.release()
     await second
-    assert admission.outcomes.recorded == MIN_OUTCOMES + 3
+    # The first request was judged before any prompt was read: no prediction to record.
+    assert admission.outcomes.recorded == MIN_OUTCOMES + 2
 
 
 async def test_under_predicted_nobody_waits_longer_than_the_slo() -> None:
@@ -232,6 +252,7 @@ async def test_under_predicted_nobody_waits_longer_than_the_slo() -> None:
     recorded as a miss."""
     admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
     assert admission.wait_limit == 0.05
+    admission.rate.reading.add(10, 0.01)
     async with admission.slot() as hold:
         admission.first_token(hold)
         with pytest.raises(QueueTimeout) as info:

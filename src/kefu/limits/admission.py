@@ -73,6 +73,9 @@ class Judgement:
     predicted: float  # calibrated: the estimate times the correction
     queued: bool  # a queue in front of it: the only place a prediction may refuse
     refuse: bool  # the prediction says refuse (``shadow`` admits it anyway)
+    # The engine's reading speed was measured: an estimate without it is no prediction,
+    # and its outcome would teach the correction a ratio of thousands.
+    measured: bool = True
 
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
@@ -193,7 +196,8 @@ class Admission:
         spent = 0.0 if received is None else max(0.0, now - received)
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
-        refuse = queued and self.outcomes.ready and predicted > self.ttft_slo
+        measured = reading.samples > 0
+        refuse = measured and queued and self.outcomes.ready and predicted > self.ttft_slo
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
@@ -208,7 +212,7 @@ class Admission:
                 predicted,
                 " (refuse)" if refuse else "",
             )
-        return Judgement(estimate, predicted, queued, refuse)
+        return Judgement(estimate, predicted, queued, refuse, measured)
 
     def predicted_ttft(self) -> float:
         """A typical request arriving now: seconds to its first token, calibrated."""
@@ -239,7 +243,7 @@ class Admission:
         self._record(hold.judgement, now - hold.received)
 
     def _record(self, judgement: Judgement | None, realized: float) -> None:
-        if judgement is None:
+        if judgement is None or not judgement.measured:
             return
         self.outcomes.add(
             Outcome(
