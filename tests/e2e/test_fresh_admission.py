@@ -13,6 +13,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from kefu.limits.outcomes import MIN_OUTCOMES
 from tests.e2e.support import KefuServer, Stopped
 
 pytestmark = pytest.mark.e2e
@@ -52,3 +53,5 @@ def test_a_fresh_server_is_not_diagnosed_short_of_capacity(
     assert "capacity" not in checks, checks
     admission = httpx.get(kefu_server.url + "/ready", timeout=30).json()["admission"]
     assert admission["refusals"]["total"] == admission["refusals"]["with_free_slot"]
+    if admission["predictions"]["outcomes"] < MIN_OUTCOMES:  # not calibrated: no refusal
+        assert admission["refused"]["overloaded"] == 0, admission
