@@ -78,7 +78,9 @@ def kefu_factory(tmp_path: Path, platform: tuple[WeChatPlatform, str]) -> KefuFa
     stand_in, api = platform
 
     @contextmanager
-    def make(engine: FakeEngine | None = None, **overrides: Any) -> Iterator[Kefu]:
+    def make(
+        engine: FakeEngine | None = None, *, ready: bool = True, **overrides: Any
+    ) -> Iterator[Kefu]:
         key = aes_key()
         values: dict[str, Any] = {
             "engine": "fake",
@@ -102,7 +104,7 @@ def kefu_factory(tmp_path: Path, platform: tuple[WeChatPlatform, str]) -> KefuFa
         app = create_app(Settings(**values), engine_factory=lambda _: chosen)
         with serve_in_thread(app) as url:
             deadline = time.monotonic() + 60
-            while httpx.get(f"{url}/ready").status_code != 200:
+            while ready and httpx.get(f"{url}/ready").status_code != 200:
                 assert time.monotonic() < deadline, "kefu was not ready in 60 s"
                 time.sleep(0.02)
             yield Kefu(url, stand_in, chosen, key, app)

@@ -10,8 +10,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from kefu.channels.wechat.answers import session_name
 from kefu.engine.fake import FakeEngine
-from tests.wechat.conftest import TOKEN, KefuFactory
+from tests.wechat.conftest import APP_ID, TOKEN, KefuFactory
 from tests.wechat.simulator import signed_query
 
 pytestmark = pytest.mark.anyio
@@ -93,10 +94,15 @@ async def test_the_same_msgid_sent_again_is_answered_once(kefu_factory: KefuFact
         async with httpx.AsyncClient() as client:
             first = await account.deliver(client, xml)
             again = await account.deliver(client, xml)
+            session = session_name("wxmp", APP_ID, "o-user-4")
+            stored = (await client.get(f"{kefu.url}/sessions/{session}")).json()
         assert first.reply == again.reply == "fake reply to: once please"
         assert len(kefu.engine.requests) == 1
-        session = httpx.get(f"{kefu.url}/agent/sessions").json()
-        assert session is not None
+        assert [m["content"] for m in stored["messages"]] == [
+            "once please",
+            "fake reply to: once please",
+        ]
+        assert stored["user_id"] == "o-user-4"
 
 
 async def test_a_new_follower_is_greeted_and_other_messages_get_a_polite_text(
@@ -117,7 +123,7 @@ async def test_a_new_follower_is_greeted_and_other_messages_get_a_polite_text(
         assert kefu.engine.requests == []
 
 
-async def test_bad_requests_are_refused_with_the_reason(kefu_factory: KefuFactory) -> None:
+def test_bad_requests_are_refused_with_the_reason(kefu_factory: KefuFactory) -> None:
     with kefu_factory() as kefu:
         url = f"{kefu.url}/wechat/mp"
         query = signed_query(TOKEN)
