@@ -42,7 +42,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def platform() -> Iterator[tuple[WeChatPlatform, str]]:
-    stand_in = WeChatPlatform(app_id=APP_ID, secret=SECRET)
+    stand_in = WeChatPlatform(app_id=APP_ID, secret=SECRET, corp_id=CORP_ID)
     with serve_in_thread(stand_in.app()) as url:
         yield stand_in, url
 

@@ -216,6 +216,7 @@ class WeChatPlatform:
 
     app_id: str = "wx-test-app"
     secret: str = "test-secret"
+    corp_id: str = "ww-test-corp"
     expires_in: int = 7200
     fail_sends: int = 0
     token_delay: float = 0.0
@@ -245,7 +246,7 @@ class WeChatPlatform:
         query = request.query_params
         app_id = query.get("appid") or query.get("corpid")
         secret = query.get("secret") or query.get("corpsecret")
-        if app_id != self.app_id or secret != self.secret:
+        if app_id not in (self.app_id, self.corp_id) or secret != self.secret:
             return JSONResponse({"errcode": 40013, "errmsg": "invalid appid"})
         if self.token_delay:
             await asyncio.sleep(self.token_delay)
