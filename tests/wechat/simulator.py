@@ -68,7 +68,7 @@ class Delivery:
 class OfficialAccountSimulator:
     def __init__(
         self,
-        url: str,
+        url: str | list[str],
         *,
         token: str,
         app_id: str,
@@ -77,7 +77,9 @@ class OfficialAccountSimulator:
         clock: float = WECHAT_CLOCK,
         tries: int = WECHAT_TRIES,
     ) -> None:
-        self.url = url
+        # Several URLs: replicas behind a balancer that sends each try to the next one.
+        self.urls = [url] if isinstance(url, str) else list(url)
+        self.url = self.urls[0]
         self.token = token
         self.account = account
         self.clock = clock
@@ -114,10 +116,12 @@ class OfficialAccountSimulator:
         query = signed_query(self.token, echostr="echo-1234")
         return httpx.get(f"{self.url}?{urlencode(query)}", timeout=self.clock)
 
-    async def deliver(self, client: httpx.AsyncClient, xml: str) -> Delivery:
-        """POST as WeChat does: a fresh signature each try, ``tries`` tries of ``clock`` s."""
+    async def deliver(self, client: httpx.AsyncClient, xml: str, first: int = 0) -> Delivery:
+        """POST as WeChat does: a fresh signature each try, ``tries`` tries of ``clock`` s;
+        try ``i`` goes to ``urls[(first + i) % len(urls)]``."""
         tries: list[Try] = []
-        for _ in range(self.tries):
+        for attempt in range(self.tries):
+            url = self.urls[(first + attempt) % len(self.urls)]
             query = signed_query(self.token)
             body = xml
             if self.crypto is not None:
@@ -129,11 +133,12 @@ class OfficialAccountSimulator:
             try:
                 async with asyncio.timeout(self.clock):
                     response = await client.post(
-                        f"{self.url}?{urlencode(query)}",
+                        f"{url}?{urlencode(query)}",
                         content=body.encode(),
                         headers={"content-type": "text/xml"},
                     )
             except (TimeoutError, httpx.HTTPError):
+                # No reply in time, or the connection broke: WeChat tries again.
                 tries.append(Try(None, time.perf_counter() - started, ""))
                 continue
             tries.append(Try(response.status_code, time.perf_counter() - started, response.text))
