@@ -25,7 +25,7 @@ class WeChatSettings(SettingsGroup):
     wechat_app_secret: str | None = Field(
         None,
         description="The Official Account's AppSecret: fetches the access token that sends "
-        "answers later than the 5-second passive reply (客服消息).",
+        "answers later than the passive reply WeChat waits 5 s for (客服消息).",
     )
     wechat_token: str | None = Field(
         None,
@@ -39,8 +39,8 @@ class WeChatSettings(SettingsGroup):
     )
     wechat_api_base: str = Field(
         "https://api.weixin.qq.com",
-        description="Base URL of the Official Account's API (access token, customer-service "
-        "messages); tests point it at a local stand-in.",
+        description="Base URL of the Official Account's API (access token, customer service "
+        "messages); tests point it at a local imitation.",
     )
     wechat_reply_budget: float = Field(
         4.0,
@@ -48,7 +48,7 @@ class WeChatSettings(SettingsGroup):
         le=4.8,
         description="Seconds an answer may take to go back in the reply to WeChat's request "
         "(WeChat waits 5 s, then retries); a slower one is answered 'success' at once and "
-        "sent through the customer-service message API when ready.",
+        "sent through the customer service message API when ready.",
     )
     wechat_kf_corp_id: str | None = Field(
         None,
@@ -69,7 +69,7 @@ class WeChatSettings(SettingsGroup):
     wechat_kf_api_base: str = Field(
         "https://qyapi.weixin.qq.com",
         description="Base URL of the WeCom API that 微信客服 uses; tests point it at a local "
-        "stand-in.",
+        "imitation.",
     )
 
     @field_validator("wechat_aes_key", "wechat_kf_aes_key")
