@@ -136,3 +136,11 @@ def test_bad_requests_are_refused_with_the_reason(kefu_factory: KefuFactory) -> 
         stale["timestamp"] = str(int(time.time()) - 86400)
         resigned = httpx.post(f"{url}?{urlencode(stale)}", content=b"<xml></xml>")
         assert resigned.status_code == 401
+
+
+def test_the_api_document_describes_the_wechat_routes(kefu_factory: KefuFactory) -> None:
+    with kefu_factory() as kefu:
+        document = httpx.get(f"{kefu.url}/openapi.json").json()
+    for path in ("/wechat/mp", "/wechat/kf"):
+        assert set(document["paths"][path]) == {"get", "post"}
+    assert "x-undeclared" not in str(document)
