@@ -62,7 +62,10 @@ def test_messages_are_pulled_and_each_answered_once(kefu_factory: KefuFactory) -
         assert service.callback("wk-shop").text == "success"
         wait_for(lambda: len(platform.sent) >= 3)
         # WeCom calls back again (it may, for the same messages): nothing is answered twice.
-        platform.kf_messages.append(kf_text("m4", "wm-b", "frob nitz"))
+        platform.kf_messages += [
+            kf_text("m4", "wm-b", "frob nitz"),
+            kf_text("m1", "wm-a", "zorb flim"),
+        ]
         assert service.callback("wk-shop").text == "success"
         wait_for(lambda: len(platform.sent) >= 4)
         time.sleep(0.5)

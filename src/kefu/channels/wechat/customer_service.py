@@ -205,7 +205,7 @@ class CustomerService:
                     )
                     if message is not None:
                         # Claimed in the ledger before the cursor moves past it.
-                        await self.desk.receive(message, deadline=time.perf_counter())
+                        await self.desk.receive(message, deadline=None)
                         count += 1
                 cursor = str(page.get("next_cursor") or cursor)
                 await self.cursors.write(open_kfid, cursor)

@@ -117,14 +117,17 @@ class Desk:
         # Keys this replica is working on: the sweeper leaves them alone.
         self._working: set[str] = set()
 
-    async def receive(self, message: Inbound, deadline: float) -> str | None:
+    async def receive(self, message: Inbound, deadline: float | None) -> str | None:
         """The text to reply passively, or None: reply ``success`` (the answer goes, or
-        went, through the API). ``deadline``: perf_counter time the reply must leave by."""
-        want = max(0.0, deadline - time.perf_counter())
+        went, through the API). ``deadline``: perf_counter time the reply must leave by;
+        None where the platform has no passive reply (微信客服): the API sends all."""
+        want = 0.0 if deadline is None else max(0.0, deadline - time.perf_counter())
         entry, created = await self.ledger.arrive(message, self.replica, self.lease, want)
         self.metrics.requests.labels(self.channel, "first" if created else "retry").inc()
         if created:
             self._start(message, resumed=False)
+        if deadline is None:
+            return None
         return await self._passive(message, entry, deadline)
 
     async def _passive(self, message: Inbound, entry: Entry | None, deadline: float) -> str | None:
