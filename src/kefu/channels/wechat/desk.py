@@ -136,7 +136,9 @@ class Desk:
             if entry.state == "passive":  # a retry: the reply that carried it never arrived
                 return entry.parts[0] if entry.parts else None
             if entry.state == "ready":
-                if len(entry.parts) != 1:  # several messages go out through the API, in order
+                # Several messages go out through the API, in order; and a reply past the
+                # deadline would reach WeChat after it gave up on this request.
+                if len(entry.parts) != 1 or time.perf_counter() > deadline:
                     return None
                 entry, moved = await self.ledger.deliver(key, "passive", self.replica, 0)
                 if moved:
