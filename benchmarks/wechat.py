@@ -19,7 +19,8 @@ Scenarios (each its own `kefu serve`):
 Per scenario: passive share; time to the answer (passive: to the reply; API: first POST
 to the message at the stand-in) p50/p99; WeChat's error shown (three tries unanswered);
 duplicates (a message answered more than once, or its turn stored twice); lost (no answer
-within --wait s); token fetches.
+within --wait s); could not answer (the channel's clear text: the engine refused or
+failed past its patience); token fetches.
 
     .venv/bin/python benchmarks/wechat.py [--users 6] [--turns 5] [--skip-model]
 """
@@ -58,7 +59,7 @@ from tests.wechat.simulator import (
 )
 
 from harness import percentile
-from kefu.channels.wechat.answers import session_name
+from kefu.channels.wechat.answers import PATIENCE_SECONDS, UNAVAILABLE_TEXT, session_name
 
 QUESTIONS = (
     "How long does delivery take to Shanghai?",
@@ -81,6 +82,7 @@ class Outcome:
     passive: bool = False
     seconds: float | None = None  # to the answer
     deliveries: int = 0  # passive reply + API messages that answer it
+    unable: bool = False  # answered with the channel's "cannot answer now" text
     wechat_error: bool = False  # every try went unanswered
     tries: int = 0
 
@@ -92,6 +94,7 @@ class Report:
     passive: int
     via_api: int
     lost: int
+    unable: int
     duplicates: int
     stored_twice: int
     wechat_errors: int
@@ -153,7 +156,9 @@ async def run_users(
                 await asyncio.sleep(0.05)
             if not outcome.passive:
                 await asyncio.sleep(0.3)  # a second message would show up now
-            outcome.deliveries += len(platform.texts_to(user)) - before
+            answers = platform.texts_to(user)[before:]
+            outcome.deliveries += len(answers)
+            outcome.unable = UNAVAILABLE_TEXT in answers or delivery.reply == UNAVAILABLE_TEXT
 
     async with httpx.AsyncClient(timeout=None) as client:
         await asyncio.gather(*(user_loop(u, client) for u in range(users)))
@@ -193,6 +198,7 @@ def summarise(
         passive=len(passive),
         via_api=len(api),
         lost=sum(o.deliveries == 0 for o in outcomes),
+        unable=sum(o.unable for o in outcomes),
         duplicates=sum(o.deliveries > 1 for o in outcomes),
         stored_twice=twice,
         wechat_errors=sum(o.wechat_error for o in outcomes),
@@ -228,7 +234,11 @@ async def single(args: argparse.Namespace, kind: str, base: Path) -> Report:
     platform = WeChatPlatform(app_id=APP_ID, secret=SECRET)
     key = aes_key()
     with serve_in_thread(platform.app()) as api:
-        engine = ["--max-tokens", "96"] if kind == "model" else [*FAKE, "--no-fast-path"]
+        engine = (
+            ["--max-tokens", "96", "--admission", args.admission]
+            if kind == "model"
+            else [*FAKE, "--no-fast-path"]
+        )
         server = KefuServer(
             base / kind / "data",
             base / kind / "kefu.log",
@@ -253,7 +263,7 @@ async def single(args: argparse.Namespace, kind: str, base: Path) -> Report:
             twice = stored_twice([server.url], outcomes)
         finally:
             server.stop()
-    name = "model (SmolLM2-135M)" if kind == "model" else "slow fake"
+    name = f"model (SmolLM2-135M), --admission {args.admission}" if kind == "model" else "slow fake"
     return summarise(name, outcomes, platform, wall, twice)
 
 
@@ -384,16 +394,18 @@ async def replicas(args: argparse.Namespace, base: Path) -> Report:
 def table(reports: list[Report]) -> str:
     head = (
         "| scenario | messages | passive | via API | time passive p50/p99 | time via API p50/p99 "
-        "| WeChat error | retries | duplicates | stored twice | lost | token fetches |"
+        "| WeChat error | retries | duplicates | stored twice | lost | could not answer "
+        "| token fetches |"
     )
-    rows = [head, "|" + "---|" * 12]
+    rows = [head, "|" + "---|" * 13]
     for r in reports:
         share = f"{r.passive} ({100 * r.passive / max(1, r.messages):.0f} %)"
         rows.append(
             f"| {r.scenario} | {r.messages} | {share} | {r.via_api} "
             f"| {r.passive_p50_s} / {r.passive_p99_s} s | {r.api_p50_s} / {r.api_p99_s} s "
             f"| {r.wechat_errors} | {r.retries} | {r.duplicates} "
-            f"| {'n/a' if r.stored_twice < 0 else r.stored_twice} | {r.lost} | {r.token_fetches} |"
+            f"| {'n/a' if r.stored_twice < 0 else r.stored_twice} | {r.lost} | {r.unable} "
+            f"| {r.token_fetches} |"
         )
     return "\n".join(rows)
 
@@ -404,7 +416,13 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--budget", type=float, default=4.0, help="--wechat-reply-budget")
     parser.add_argument("--clock", type=float, default=5.0, help="WeChat's wait per try")
-    parser.add_argument("--wait", type=float, default=90.0, help="seconds before 'lost'")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=PATIENCE_SECONDS + 60,
+        help="seconds before 'lost' (past the channel's own patience with a busy engine)",
+    )
+    parser.add_argument("--admission", choices=["predicted", "queue"], default="predicted")
     parser.add_argument("--token-life", type=float, default=20.0)
     parser.add_argument("--encrypted", action="store_true", help="安全模式 (AES)")
     parser.add_argument("--skip-model", action="store_true")
