@@ -90,7 +90,9 @@ class Answers:
         english, _, chinese = self.runtime.settings.shop_name.partition("|")
         asked = await suggestions(self.runtime)
         questions = asked["zh"] or asked["en"]
-        lines = [f"您好，欢迎关注{chinese or english}！我是智能客服，有问题直接发消息给我。"]
+        # A 公众号's new follower; a 微信客服 customer opening a conversation.
+        welcome = "欢迎关注" if self.channel == "mp" else "欢迎来到"
+        lines = [f"您好，{welcome}{chinese or english}！我是智能客服，有问题直接发消息给我。"]
         if questions:
             lines.append("大家常问：")
             lines.extend(f"{i}. {q}" for i, q in enumerate(questions, 1))
@@ -109,7 +111,7 @@ class Answers:
                     await asyncio.sleep(RETRY_SECONDS)
                     continue
             finally:
-                self._report(timeline)
+                self._report(timeline, message)
             if isinstance(outcome, str):
                 return outcome
             if isinstance(outcome, TurnBusy):
@@ -160,12 +162,13 @@ class Answers:
                 log.error("WeChat message %s could not be stored: %s", message.key, exc.message)
         return UNAVAILABLE_TEXT
 
-    def _report(self, timeline: Timeline) -> None:
+    def _report(self, timeline: Timeline, message: Inbound) -> None:
+        """The turn in /metrics, /stats and the access log, like a /chat turn."""
         if timeline.outcome.tier is None:
             return
         timeline.mark("sent")
         self.runtime.observer.report(
-            request_id=f"wechat-{self.channel}",
+            request_id=message.key,
             method="POST",
             route=f"/wechat/{self.channel}",
             status=200,
