@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -106,6 +107,7 @@ class Report:
     token_fetches: int
     wall_s: float
     notes: list[str] = field(default_factory=list)
+    odd: list[str] = field(default_factory=list)  # the messages lost or answered twice
 
 
 def message_text(kind: str, user: int, turn: int, rng: random.Random) -> str:
@@ -210,6 +212,12 @@ def summarise(
         token_fetches=platform.token_fetches,
         wall_s=round(wall, 1),
         notes=notes or [],
+        odd=[
+            f"{'lost' if o.deliveries == 0 else 'answered twice'}: {o.user} message {o.turn} "
+            f"sent at {o.sent_at - outcomes[0].sent_at:.1f} s: {o.text[:40]!r}"
+            for o in outcomes
+            if o.deliveries != 1
+        ],
     )
 
 
@@ -428,6 +436,7 @@ async def main() -> None:
     parser.add_argument("--skip-model", action="store_true")
     parser.add_argument("--only", choices=["model", "fake", "naive", "replicas"])
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--logs", type=Path, help="keep each kefu's log in this directory")
     args = parser.parse_args()
     reports: list[Report] = []
     with tempfile.TemporaryDirectory(prefix="kefu-wechat-") as tmp:
@@ -445,7 +454,13 @@ async def main() -> None:
             else:
                 report = await replicas(args, base)
             reports.append(report)
+            if args.logs:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in base.rglob("kefu.log"):
+                    shutil.copy(log, args.logs / f"{log.parent.name}.log")
             print(table([report]).splitlines()[-1], *report.notes, sep="\n  ", flush=True)
+            for line in report.odd:
+                print(f"  {line}", flush=True)
     print()
     print(
         f"{args.users} users x {args.turns} messages each, WeChat's clock {args.clock:g} s x "

@@ -115,8 +115,9 @@ class Answers:
             if isinstance(outcome, str):
                 return outcome
             if isinstance(outcome, TurnBusy):
-                if time.monotonic() + outcome.retry_after < deadline:
-                    await asyncio.sleep(outcome.retry_after)
+                left = deadline - time.monotonic()
+                if left > 0:  # the engine may free up before it says: ask again then at most
+                    await asyncio.sleep(min(outcome.retry_after, left))
                     continue
                 outcome = _Failed(outcome.code, stored=False)
             log.warning("WeChat message %s not answered: %s", message.key, outcome.code)
