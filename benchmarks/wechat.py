@@ -399,6 +399,12 @@ async def replicas(args: argparse.Namespace, base: Path) -> Report:
     return summarise("two replicas, one killed", outcomes, platform, wall, twice, notes)
 
 
+def keep_logs(base: Path, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for log in base.rglob("kefu.log"):
+        shutil.copy(log, into / f"{log.parent.name}.log")
+
+
 def table(reports: list[Report]) -> str:
     head = (
         "| scenario | messages | passive | via API | time passive p50/p99 | time via API p50/p99 "
@@ -455,9 +461,7 @@ async def main() -> None:
                 report = await replicas(args, base)
             reports.append(report)
             if args.logs:
-                args.logs.mkdir(parents=True, exist_ok=True)
-                for log in base.rglob("kefu.log"):
-                    shutil.copy(log, args.logs / f"{log.parent.name}.log")
+                keep_logs(base, args.logs)
             print(table([report]).splitlines()[-1], *report.notes, sep="\n  ", flush=True)
             for line in report.odd:
                 print(f"  {line}", flush=True)
