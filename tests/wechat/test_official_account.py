@@ -144,3 +144,15 @@ def test_the_api_document_describes_the_wechat_routes(kefu_factory: KefuFactory)
     for path in ("/wechat/mp", "/wechat/kf"):
         assert set(document["paths"][path]) == {"get", "post"}
     assert "x-undeclared" not in str(document)
+
+
+async def test_wechat_needs_no_api_key_where_everything_else_does(
+    kefu_factory: KefuFactory,
+) -> None:
+    with kefu_factory(auth="keys") as kefu:
+        account = kefu.account(encrypted=True)
+        async with httpx.AsyncClient() as client:
+            delivery = await account.deliver(client, account.text("o-keys", "hi there"))
+            chat = await client.post(f"{kefu.url}/chat", json={"message": "hi"})
+        assert delivery.reply == "fake reply to: hi there"
+        assert chat.status_code == 401
