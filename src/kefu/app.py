@@ -23,7 +23,9 @@ from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
 from kefu.api.openapi import routes as openapi
+from kefu.api.wechat import routes as wechat
 from kefu.auth.policy import warn_if_insecure
+from kefu.channels.wechat.channels import open_wechat
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
 from kefu.errors import KefuError, StateUnavailable
@@ -112,6 +114,11 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             runtime.observer.spans = exporter
             await exporter.start()
         await store.open()
+        channels = open_wechat(runtime, state.redis, state.limiter)
+        if channels is not None:
+            runtime.outbound.append(channels)
+            app.state.wechat = channels
+            channels.start()
         # Load in the background so /health answers and /ready says "loading" meanwhile.
         starts = [asyncio.create_task(runtime.start_engine())]
         tasks = [asyncio.create_task(_sample_load(runtime)), asyncio.create_task(trim_every())]
@@ -140,6 +147,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             gc.unfreeze()
             restore_blas()
             runtime.ready = False
+            if channels is not None:
+                await channels.close()
             await runtime.drain()
             await runtime.close()
             runtime.fast_path = None
@@ -161,6 +170,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             *observe.routes,
             *web.routes,
             *openapi.routes,
+            *wechat.routes(settings),
         ],
         middleware=[
             *_cors(settings),

@@ -25,9 +25,11 @@ tree that transports raise and clients catch.
     │   ├── ToolUnavailable       a backend a tool calls (the shop's order API) failed
     │   ├── StateUnavailable      the shared state (Redis) did not answer in time
     │   └── EngineUnavailable     no remote engine can take the request (all down or tripped)
-    └── EngineError               the engine failed this request (500)
-        └── UpstreamError         a remote engine failed: refused, timed out, broke off
-            └── FirstTokenTimeout it sent no token within --first-token-timeout
+    ├── EngineError               the engine failed this request (500)
+    │   └── UpstreamError         a remote engine failed: refused, timed out, broke off
+    │       └── FirstTokenTimeout it sent no token within --first-token-timeout
+    └── ChannelError              a messaging platform's API (WeChat's) failed a call; never
+                                  an HTTP reply: the channel retries or records it
 """
 
 from __future__ import annotations
@@ -171,3 +173,14 @@ class UpstreamError(EngineError):
 
 class FirstTokenTimeout(UpstreamError):
     code = "first_token_timeout"
+
+
+class ChannelError(KefuError):
+    """A messaging platform's API (WeChat's) refused or failed a call."""
+
+    code = "channel_error"
+
+    def __init__(self, message: str, *, errcode: int | None = None, permanent: bool = False):
+        super().__init__(message)
+        self.errcode = errcode  # the platform's own error code, when it gave one
+        self.permanent = permanent  # retrying cannot help (the user left, the window closed)

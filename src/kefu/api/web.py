@@ -20,14 +20,13 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from kefu.auth.tokens import issue_web_token
-from kefu.knowledge.entries import KbEntry
 from kefu.service.runtime import Runtime
+from kefu.service.suggestions import suggestions
 from kefu.settings import Settings
 
 TOKEN_SLOT = '<meta name="kefu-token" content="">'
 CONFIG_SLOT = '<script id="kefu-config" type="application/json">{}</script>'
 TITLE_SLOT = "<title>Chat</title>"
-SUGGESTIONS = 4
 
 
 def _static(name: str) -> str:
@@ -39,30 +38,8 @@ def shop_names(settings: Settings) -> dict[str, str]:
     return {"en": english, "zh": chinese or english}
 
 
-def suggested(entries: list[KbEntry], asked: dict[str, int], lang: str) -> list[str]:
-    """The most asked FAQ questions in ``lang``, topped up with one per category so a new
-    shop's page suggests something from each part of its knowledge base."""
-    faqs = [e for e in entries if e.kind == "faq" and e.lang == lang]
-    ranked = sorted((e for e in faqs if asked.get(e.id)), key=lambda e: -asked[e.id])
-    chosen = ranked[:SUGGESTIONS]
-    seen = {e.category for e in chosen}
-    for entry in faqs:  # by category, then question
-        if len(chosen) >= SUGGESTIONS:
-            break
-        if entry.category not in seen and entry not in chosen:
-            chosen.append(entry)
-            seen.add(entry.category)
-    return [e.question for e in chosen]
-
-
 async def page_config(runtime: Runtime | None, settings: Settings) -> dict[str, Any]:
-    config: dict[str, Any] = {"shop": shop_names(settings), "suggestions": {"en": [], "zh": []}}
-    fast_path = runtime.fast_path if runtime is not None else None
-    if fast_path is not None and fast_path.kb is not None:
-        entries = await fast_path.read_kb(lambda kb: kb.entries())
-        asked = dict(runtime.asked) if runtime is not None else {}
-        config["suggestions"] = {lang: suggested(entries, asked, lang) for lang in ("en", "zh")}
-    return config
+    return {"shop": shop_names(settings), "suggestions": await suggestions(runtime)}
 
 
 def _frame_ancestors(settings: Settings) -> str:

@@ -25,6 +25,8 @@ PUBLIC = {
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
 }
+# WeChat's callbacks: signed with the channel's token, which the channel checks.
+SIGNED_PREFIX = "/wechat/"
 # Requests that cost an answer: the ones the token bucket and the stream cap count.
 ANSWERS = {("POST", "/chat"), ("POST", "/v1/chat/completions")}
 
@@ -32,7 +34,7 @@ ANSWERS = {("POST", "/chat"), ("POST", "/v1/chat/completions")}
 def required_scope(method: str, path: str) -> str | None:
     """None for a public route; unknown paths need admin (they will 404 for admins)."""
     method = "GET" if method == "HEAD" else method
-    if (method, path) in PUBLIC:
+    if (method, path) in PUBLIC or path.startswith(SIGNED_PREFIX):
         return None
     if path == "/chat" or path.startswith("/sessions/"):
         return "chat"

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, replace
 
 from kefu.errors import NotFound, SessionConflict
+from kefu.service.outbound import deliver_outbound
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
 from kefu.store.base import Session, SessionMemory, StoredMessage
@@ -65,7 +66,8 @@ async def agent_reply(
     """Store the reply in the conversation, then push it to the customer's open streams.
     The reply claims the conversation (an agent without a name claims it as "agent").
 
-    Returns the stored message and how many open customer streams received it.
+    Returns the stored message and how many open customer streams received it (a WeChat
+    conversation's platform counts as one).
     """
     await claim(runtime, session_id, agent or UNNAMED)
     meta = {"tier": "agent", "agent": agent}
@@ -73,7 +75,12 @@ async def agent_reply(
     if message is None:  # deleted between the check and the write
         raise NotFound(f"no session {session_id!r}", param="session_id")
     event = SessionEvent("agent", {"text": text, "agent": agent, "created_at": message.created_at})
-    return message, await runtime.events.publish(session_id, event)
+    receivers = await runtime.events.publish(session_id, event)
+    if runtime.outbound:
+        session = await runtime.store.get_session(session_id)
+        if session is not None:
+            receivers += await deliver_outbound(runtime.outbound, session, text)
+    return message, receivers
 
 
 async def release(runtime: Runtime, session_id: str) -> Session:

@@ -25,6 +25,7 @@ from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
 from kefu.service.first_prompt import read_a_first_prompt
 from kefu.service.handoff import availability, waiting_plan
+from kefu.service.outbound import Outbound
 from kefu.service.plan import Plan
 from kefu.service.replication import Replication
 from kefu.service.session_events import SessionEvents
@@ -66,6 +67,8 @@ class Runtime:
     replication: Replication | None = None
     # Which agent answers each handed-off conversation (Redis-held with --redis).
     claims: Claims = field(default_factory=LocalClaims)
+    # Platforms whose conversations an agent's reply must reach too (WeChat channels).
+    outbound: list[Outbound] = field(default_factory=list)
     # How often each FAQ entry answered since start: the chat page suggests the most asked.
     # At most ASKED_MAX entries (``count_asked``): ids of entries long removed go in time.
     asked: Counter[str] = field(default_factory=Counter)

@@ -114,10 +114,13 @@ async def run_turn(
     tenant: str,
     timeline: Timeline,
     owner: str | None = None,
+    open_missing: bool = False,
 ) -> AsyncGenerator[TurnEvent, None]:
     """Errors raised before the first event are the caller's to turn into an HTTP status.
 
-    ``owner``: the authenticated caller; a session someone else began is not found."""
+    ``owner``: the authenticated caller; a session someone else began is not found.
+    ``open_missing``: a channel names its sessions itself (one per WeChat user), and the
+    first message to a ``session_id`` that does not exist yet begins it."""
     settings = runtime.settings
     if len(message) > settings.max_message_chars:
         raise InvalidRequest(
@@ -145,7 +148,9 @@ async def run_turn(
             if settings.memory == "summary" or settings.history_turns:
                 turns = max(turns, max_unsummarised(settings.history_turns, settings.memory_every))
             session, stored = await runtime.store.resume(session_id, turns)
-            if session is None or not visible(session, owner):
+            if session is None and open_missing:
+                is_new = True
+            elif session is None or not visible(session, owner):
                 raise NotFound(
                     f"no session {session_id!r}; omit session_id to start one", param="session_id"
                 )

@@ -21,6 +21,7 @@ from kefu.settings.pool import PoolSettings
 from kefu.settings.server import ServerSettings
 from kefu.settings.shared import SharedSettings
 from kefu.settings.shop import ShopSettings
+from kefu.settings.wechat import WeChatSettings
 
 MAX_SEQUENCES = 256  # llama.cpp's LLAMA_MAX_SEQ
 
@@ -35,6 +36,7 @@ class Settings(
     ShopSettings,
     AccessSettings,
     SharedSettings,
+    WeChatSettings,
 ):
     """Every setting of ``kefu serve``; each group's module says what its fields mean."""
 

@@ -119,6 +119,25 @@ BUCKET = Param(
 )
 KB_FILE = {"type": "string", "description": "The file's text, UTF-8 (a BOM is fine)."}
 
+WECHAT_QUERY = tuple(
+    Param(name, TEXT, description)
+    for name, description in (
+        ("signature", "SHA-1 of the token, timestamp and nonce (公众号)."),
+        ("msg_signature", "SHA-1 over the token, timestamp, nonce and the cipher text."),
+        ("timestamp", "When WeChat signed the request (seconds)."),
+        ("nonce", "WeChat's random string."),
+        ("encrypt_type", "`aes` in 安全模式: the message is in `<Encrypt>`."),
+        ("openid", "The sender (公众号; the body says it too)."),
+    )
+)
+ECHOSTR = Param("echostr", TEXT, "The string to echo (微信客服: decrypted).", required=True)
+WECHAT_XML = {"text/xml": {"type": "string", "description": "WeChat's XML message."}}
+WECHAT_REPLY = Reply(
+    200,
+    "`success`, or the passive reply as WeChat's XML (encrypted if the request was).",
+    media={"text/plain": TEXT, "application/xml": TEXT},
+)
+
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/health"): Operation(
         "Liveness", "probes", (Reply(200, "The process is up.", HealthOut),)
@@ -320,6 +339,34 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "This document",
         "pages",
         (Reply(200, "OpenAPI 3.1.", media={"application/json": {"type": "object"}}),),
+    ),
+    ("GET", "/wechat/mp"): Operation(
+        "Official Account: the URL check",
+        "wechat",
+        (Reply(200, "The echostr, when the signature matches.", media={"text/plain": TEXT}),),
+        query=(*WECHAT_QUERY, ECHOSTR),
+    ),
+    ("POST", "/wechat/mp"): Operation(
+        "Official Account: a message or event from WeChat",
+        "wechat",
+        (WECHAT_REPLY,),
+        raw_body=WECHAT_XML,
+        query=WECHAT_QUERY,
+        errors=(503,),
+    ),
+    ("GET", "/wechat/kf"): Operation(
+        "微信客服: the callback URL check",
+        "wechat",
+        (Reply(200, "The decrypted echostr.", media={"text/plain": TEXT}),),
+        query=(*WECHAT_QUERY, ECHOSTR),
+    ),
+    ("POST", "/wechat/kf"): Operation(
+        "微信客服: messages are waiting (pulled with sync_msg)",
+        "wechat",
+        (Reply(200, "`success`.", media={"text/plain": TEXT}),),
+        raw_body=WECHAT_XML,
+        query=WECHAT_QUERY,
+        errors=(503,),
     ),
     ("GET", "/docs"): Operation(
         "The API page (renders this document)", "pages", (Reply(200, "HTML.", media=HTML),)
