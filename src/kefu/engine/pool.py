@@ -80,6 +80,8 @@ class Member:
 
 
 class EnginePool:
+    passes_fields = True  # every engine of it is a RemoteEngine
+
     def __init__(
         self,
         engines: Sequence[RemoteEngine],

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
+from kefu.api.openai.assemble import Assembled
+from kefu.api.openai.passing import refuse_unsupported, wire_message
 from kefu.api.openai.protocol import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -29,17 +32,20 @@ from kefu.engine.base import (
     SamplingParams,
     TokenDelta,
     Usage,
+    passes_fields,
     unread_tokens,
 )
 from kefu.errors import ContextLengthExceeded, EngineError
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 
+# The roles kefu counts a message's text as (a tool's result is input the model reads).
 ROLES: dict[str, Role] = {
     "system": "system",
     "developer": "system",
     "user": "user",
     "assistant": "assistant",
+    "tool": "user",
 }
 
 
@@ -65,10 +71,22 @@ def generation_request(
     runtime: Runtime, request: ChatCompletionRequest, request_id: str
 ) -> tuple[GenerationRequest, int]:
     """Check the request against the model's window and fill in defaults; with it, the
-    prompt's tokens the engine will have to read (admission judges the prompt by them)."""
+    prompt's tokens the engine will have to read (admission judges the prompt by them).
+    A remote engine gets the messages and the fields kefu does not read as they came; the
+    embedded engine refuses what it cannot honour (``passing.py``)."""
+    engine = runtime.engine
+    passing = passes_fields(engine)
+    if not passing:
+        refuse_unsupported(request)
     messages = [ChatMessage(ROLES[m.role], m.text()) for m in request.messages]
-    prompt_tokens = runtime.engine.count_chat_tokens(messages)
-    window = runtime.engine.context_window
+    prompt_tokens = engine.count_chat_tokens(messages)
+    extra = request.model_extra or {}
+    if passing and extra.get("tools"):
+        # The engine reads the tools' schemas too; their JSON is about what they cost.
+        prompt_tokens += engine.count_chat_tokens(
+            [ChatMessage("system", json.dumps(extra["tools"], ensure_ascii=False))]
+        )
+    window = engine.context_window
     if prompt_tokens >= window:
         raise ContextLengthExceeded(
             f"the messages are {prompt_tokens} tokens; this model's context window is "
@@ -83,14 +101,17 @@ def generation_request(
         stop=tuple(request.stop_list()),
         seed=request.seed,
     )
+    if request.user is not None:
+        extra = extra | {"user": request.user}
     generation = GenerationRequest(
         messages=messages,
         sampling=sampling,
         request_id=request_id,
         routing_key=conversation_key(messages),
-        extra=request.model_extra or {},
+        extra=extra,
+        wire_messages=[wire_message(m) for m in request.messages] if passing else None,
     )
-    return generation, unread_tokens(runtime.engine, messages, prompt_tokens)
+    return generation, unread_tokens(engine, messages, prompt_tokens)
 
 
 def conversation_key(messages: list[ChatMessage]) -> str:
@@ -126,7 +147,7 @@ async def create_completion(
         generation, unread = await checked_request(runtime, request, completion_id)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
-        parts: list[str] = []
+        reply = Assembled()
         finished: Finished | None = None
         async with (
             runtime.admitted(timeline, ticket, unread) as hold,
@@ -134,7 +155,7 @@ async def create_completion(
         ):
             async for event in events:
                 if isinstance(event, TokenDelta):
-                    parts.append(event.text)
+                    reply.add(event.text, event.fields)
                 else:
                     finished = event
     if finished is None:
@@ -146,18 +167,21 @@ async def create_completion(
         model=request.model or runtime.engine.model_id,
         choices=[
             Choice(
-                message=ResponseMessage(content="".join(parts)),
+                message=ResponseMessage(content=reply.content, **reply.message_fields()),
                 finish_reason=finished.finish_reason,
+                **reply.choice,
             )
         ],
         usage=usage_info(finished.usage),
+        **reply.chunk,
     )
 
 
 async def stream_completion(
     runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
 ) -> AsyncGenerator[ChatCompletionChunk, None]:
-    """Chunks as OpenAI sends them: role, content deltas, finish, then usage if asked.
+    """Chunks as OpenAI sends them: role, deltas (text, or a remote engine's tool-call
+    fragments and other fields, each as it came), finish, then usage if asked.
 
     Admission happens before the first chunk, so a full queue is still a 503.
     """
@@ -183,7 +207,22 @@ async def stream_completion(
             async with aclosing(runtime.generate(generation, timeline, hold)) as events:
                 async for event in events:
                     if isinstance(event, TokenDelta):
-                        yield chunk(Delta(content=event.text))
+                        fields = event.fields
+                        if fields is None:
+                            yield chunk(Delta(content=event.text))
+                            continue
+                        yield ChatCompletionChunk(
+                            id=completion_id,
+                            created=created,
+                            model=model,
+                            choices=[
+                                ChunkChoice(
+                                    delta=Delta(content=event.text or None, **fields.delta),
+                                    **fields.choice,
+                                )
+                            ],
+                            **fields.chunk,
+                        )
                         continue
                     yield chunk(Delta(), event.finish_reason)
                     if request.stream_options and request.stream_options.include_usage:
