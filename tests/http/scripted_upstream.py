@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from kefu.engine.base import DEFAULT_GROUP
 from kefu.engine.pool import EnginePool
 from kefu.engine.remote import RemoteEngine, Upstream
 from kefu.engine.token_count import EstimatedCount
@@ -64,9 +65,12 @@ class ScriptedUpstream:
             yield f"data: {json.dumps(data)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
-    def engine(self, name: str = "scripted") -> RemoteEngine:
+    def engine(
+        self, name: str = "scripted", model: str | None = None, group: str = DEFAULT_GROUP
+    ) -> RemoteEngine:
+        """``model``: the name the engine is configured with (None: asked of it)."""
         return RemoteEngine(
-            Upstream(f"http://{name}.test/v1", name=name),
+            Upstream(f"http://{name}.test/v1", model, name=name, group=group),
             context_window=4096,
             connections=4,
             first_token_timeout=5.0,
@@ -74,13 +78,16 @@ class ScriptedUpstream:
             transport=httpx.MockTransport(self.handle),
         )
 
-    def pool(self) -> EnginePool:
+    def pool(
+        self, name: str = "scripted", model: str | None = None, group: str = DEFAULT_GROUP
+    ) -> EnginePool:
         return EnginePool(
-            [self.engine()],
+            [self.engine(name, model, group)],
             routing="affinity",
             imbalance=4,
             failures=3,
             cooldown=1,
             check_interval=60,
             counter=EstimatedCount(),
+            group=group,
         )

@@ -309,7 +309,7 @@ def test_models_list(client: TestClient) -> None:
     assert card["object"] == "model"
     assert card["owned_by"] == "kefu"
     assert isinstance(card["created"], int)
-    assert card["meta"] == {"context_window": 2048}
+    assert card["meta"] == {"context_window": 2048, "group": "default"}
 
 
 @pytest.mark.parametrize("words", [20, 600])

@@ -216,8 +216,11 @@ def passes_fields(engine: object) -> bool:
 class Engine(Tokenizer, Protocol):
     """One async method that produces tokens, plus what callers must know to use it."""
 
-    model_id: str
-    context_window: int
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def context_window(self) -> int: ...
 
     def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         """Stream the reply; see the module docstring for the contract."""

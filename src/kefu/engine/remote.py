@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from kefu.engine.base import (
+    DEFAULT_GROUP,
     ChatMessage,
     EngineStats,
     EngineTimings,
@@ -53,6 +54,7 @@ class Upstream:
     model: str | None = None  # None: the first model its /v1/models lists
     api_key: str | None = None
     name: str = ""
+    group: str = DEFAULT_GROUP  # the model group it serves (engine/engines_file.py)
 
     @property
     def root(self) -> str:

@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import Any
 
 from kefu.api.openai.assemble import Assembled
 from kefu.api.openai.passing import refuse_unsupported, wire_message
@@ -36,6 +37,7 @@ from kefu.engine.base import (
     unread_tokens,
 )
 from kefu.errors import ContextLengthExceeded, EngineError
+from kefu.service.groups import Group
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 
@@ -50,31 +52,46 @@ ROLES: dict[str, Role] = {
 
 
 def list_models(runtime: Runtime) -> ModelList:
-    engine = runtime.engine
-    card = ModelCard(
-        id=engine.model_id,
-        created=int(runtime.started_at),
-        meta={"context_window": engine.context_window},
-    )
-    return ModelList(data=[card])
+    """A card per model group: the model its engines serve (the group's name where another
+    group serves the same model), the name a request asks for it by."""
+    cards = []
+    for group in runtime.groups:
+        engine = group.engine
+        shared = any(
+            other is not group and other.engine.model_id == engine.model_id
+            for other in runtime.groups
+        )
+        meta: dict[str, Any] = {"context_window": engine.context_window, "group": group.name}
+        if group.intents:
+            meta["intents"] = list(group.intents)
+        cards.append(
+            ModelCard(
+                id=group.name if shared else engine.model_id,
+                created=int(runtime.started_at),
+                meta=meta,
+            )
+        )
+    return ModelList(data=cards)
 
 
 async def checked_request(
-    runtime: Runtime, request: ChatCompletionRequest, request_id: str
+    runtime: Runtime, request: ChatCompletionRequest, request_id: str, group: Group
 ) -> tuple[GenerationRequest, int]:
     """``generation_request`` on a prompt thread, as /chat builds its context: counting a
     conversation's tokens takes milliseconds the loop's other requests would wait for."""
-    return await runtime.build_prompt(lambda: generation_request(runtime, request, request_id))
+    return await runtime.build_prompt(
+        lambda: generation_request(runtime, request, request_id, group)
+    )
 
 
 def generation_request(
-    runtime: Runtime, request: ChatCompletionRequest, request_id: str
+    runtime: Runtime, request: ChatCompletionRequest, request_id: str, group: Group
 ) -> tuple[GenerationRequest, int]:
     """Check the request against the model's window and fill in defaults; with it, the
     prompt's tokens the engine will have to read (admission judges the prompt by them).
     A remote engine gets the messages and the fields kefu does not read as they came; the
     embedded engine refuses what it cannot honour (``passing.py``)."""
-    engine = runtime.engine
+    engine = group.engine
     passing = passes_fields(engine)
     if not passing:
         refuse_unsupported(request)
@@ -110,6 +127,7 @@ def generation_request(
         routing_key=conversation_key(messages),
         extra=extra,
         wire_messages=[wire_message(m) for m in request.messages] if passing else None,
+        group=group.name,
     )
     return generation, unread_tokens(engine, messages, prompt_tokens)
 
@@ -141,16 +159,17 @@ def usage_info(usage: Usage) -> UsageInfo:
 async def create_completion(
     runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
 ) -> ChatCompletion:
+    group = runtime.groups.for_model(request.model)
     # Before the prompt is counted: a refusal costs ~nothing.
-    with runtime.admission.door() as ticket:
+    with group.admission.door() as ticket:
         completion_id = new_completion_id()
-        generation, unread = await checked_request(runtime, request, completion_id)
+        generation, unread = await checked_request(runtime, request, completion_id, group)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
         reply = Assembled()
         finished: Finished | None = None
         async with (
-            runtime.admitted(timeline, ticket, unread) as hold,
+            runtime.admitted(timeline, ticket, unread, group) as hold,
             aclosing(runtime.generate(generation, timeline, hold)) as events,
         ):
             async for event in events:
@@ -164,7 +183,7 @@ async def create_completion(
     return ChatCompletion(
         id=completion_id,
         created=int(time.time()),
-        model=request.model or runtime.engine.model_id,
+        model=request.model or group.engine.model_id,
         choices=[
             Choice(
                 message=ResponseMessage(content=reply.content, **reply.message_fields()),
@@ -185,14 +204,15 @@ async def stream_completion(
 
     Admission happens before the first chunk, so a full queue is still a 503.
     """
+    group = runtime.groups.for_model(request.model)
     # Before the prompt is counted: a refusal costs ~nothing.
-    with runtime.admission.door() as ticket:
+    with group.admission.door() as ticket:
         completion_id = new_completion_id()
-        generation, unread = await checked_request(runtime, request, completion_id)
+        generation, unread = await checked_request(runtime, request, completion_id, group)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
         created = int(time.time())
-        model = request.model or runtime.engine.model_id
+        model = request.model or group.engine.model_id
 
         def chunk(delta: Delta, finish_reason: str | None = None) -> ChatCompletionChunk:
             return ChatCompletionChunk(
@@ -202,7 +222,7 @@ async def stream_completion(
                 choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
             )
 
-        async with runtime.admitted(timeline, ticket, unread) as hold:
+        async with runtime.admitted(timeline, ticket, unread, group) as hold:
             yield chunk(Delta(role="assistant", content=""))
             async with aclosing(runtime.generate(generation, timeline, hold)) as events:
                 async for event in events:
