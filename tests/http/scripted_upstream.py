@@ -39,6 +39,7 @@ USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
 class ScriptedUpstream:
     def __init__(self, chunks: Sequence[dict[str, Any]] = ()) -> None:
         self.chunks = list(chunks) or [*text_chunks("hi"), chunk(finish="stop")]
+        # Set to [] for a stream that ends at once, empty.
         self.bodies: list[dict[str, Any]] = []
         self.gate: asyncio.Event | None = None
         self.hold_after = 1
@@ -58,6 +59,8 @@ class ScriptedUpstream:
         return httpx.Response(404, json={"error": {"message": "no such path"}})
 
     async def _stream(self) -> AsyncIterator[bytes]:
+        if not self.chunks:  # a 200 with nothing in it (how some engines decline)
+            return
         for i, data in enumerate([*self.chunks, {**chunk(), "choices": [], "usage": USAGE}]):
             if i == self.hold_after and self.gate is not None:
                 await self.gate.wait()

@@ -213,6 +213,20 @@ def test_plain_text_streams_as_before(client: TestClient, upstream: ScriptedUpst
     assert set(chunks[1]) == {"id", "object", "created", "model", "choices"}
 
 
+def test_an_empty_stream_is_the_engine_declining_not_failing(
+    client: TestClient, upstream: ScriptedUpstream
+) -> None:
+    """llama-cpp-python's server answers a streamed tool_choice "auto" with a 200 and an
+    empty stream; counted as a failure, a few such requests opened every breaker."""
+    upstream.chunks = []
+    for _ in range(4):  # over --breaker-failures
+        response = client.post(URL, json={"messages": TOOL_TURN[:1], "tools": TOOLS})
+        error = assert_envelope(response, 400, "invalid_request")
+        assert "empty stream" in error["message"]
+    row = client.get("/ready").json()["engine"]["engines"][0]
+    assert (row["breaker"], row["failures"]) == ("closed", 0)
+
+
 @pytest.mark.parametrize(
     ("message", "param"),
     [

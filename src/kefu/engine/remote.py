@@ -76,6 +76,7 @@ class _Reply:
     finish_reason: FinishReason | None = None
     usage: dict[str, Any] | None = None
     chunks: int = 0
+    data_lines: int = 0  # every data line, empty chunks and [DONE] included
     reader: ChunkReader = field(default_factory=ChunkReader)
     # perf_counter readings of the first and the last text; None before any.
     first_text_at: float | None = None
@@ -290,6 +291,7 @@ class RemoteEngine:
             if not line.startswith("data:"):
                 continue  # blank separators, comments (keep-alives), event names
             data = line[5:].strip()
+            reply.data_lines += 1
             if data == "[DONE]":
                 return None
             try:
@@ -318,6 +320,16 @@ class RemoteEngine:
                 reply.last_text_at = now
                 reply.chunks += 1
                 return TokenDelta(read.text, read.fields)
+        if reply.finish_reason is None and reply.data_lines == 0:
+            # A 200 whose stream ended cleanly with nothing in it: the engine declined this
+            # request streamed. Another engine of the kind would too, and counting it
+            # against the breaker let one client's requests take the whole pool out.
+            raise InvalidRequest(
+                f"engine {self.name} answered with an empty stream: it does not take this "
+                "request streamed, and kefu always streams from its engines "
+                "(llama-cpp-python's server streams a tool call only when the request "
+                "names the tool)"
+            )
         if reply.finish_reason is None:
             raise UpstreamError(
                 f"engine {self.name} closed the stream before the reply ended",
