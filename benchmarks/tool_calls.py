@@ -148,9 +148,7 @@ def main() -> None:
         front = stack.enter_context(kefu_server("--engine", upstream, "--no-fast-path"))
         client = stack.enter_context(httpx.Client(timeout=120))
         print(f"bundled model {bundled_model_path().name}, {len(CASES)} messages, 3 tools\n")
-        print(
-            "| via, tool_choice | asked | a call | valid JSON | right tool | right order id |"
-        )
+        print("| via, tool_choice | asked | a call | valid JSON | right tool | right order id |")
         print("|---|---|---|---|---|---|")
         for named in (True, False):
             choice = "named" if named else "auto"
