@@ -26,7 +26,10 @@ request (its process's user + system time over the level, from /proc, divided by
 requests).
 
     .venv/bin/python benchmarks/gateway_overhead.py --remote [--levels 1,16,64,256]
-        [--litellm-venv /work/litellm-venv]
+        [--litellm-venv /work/litellm-venv] [--tool-calls]
+
+``--tool-calls``: the requests carry tools and the upstream streams each reply as a tool
+call's fragments, so every chunk takes the pass-through's path (its fields read, passed on).
 """
 
 from __future__ import annotations
@@ -141,16 +144,37 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def load(url: str, streams: int, requests: int, words: int, pid: int | None = None) -> Level:
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "order_status",
+            "description": "Where an order is.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
+
+
+async def load(
+    url: str,
+    streams: int,
+    requests: int,
+    words: int,
+    pid: int | None = None,
+    tool_calls: bool = False,
+) -> Level:
     ttft: list[float] = []
     e2e: list[float] = []
     errors = 0
-    body = {
+    body: dict[str, Any] = {
         "model": "bench",
         "messages": [{"role": "user", "content": "Where is my parcel?"}],
         "max_tokens": words,
         "stream": True,
     }
+    if tool_calls:
+        body["tools"] = TOOLS
     limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
     headers = {"authorization": f"Bearer {BENCH_KEY}"}
     async with httpx.AsyncClient(timeout=120, limits=limits, headers=headers) as client:
@@ -201,6 +225,8 @@ def remote(args: argparse.Namespace) -> None:
     port = free_port()
     stub = [sys.executable, str(STUB), "--port", str(port), "--words", str(args.words)]
     stub += ["--token-delay", str(args.token_delay), "--prefill-delay", str(args.prefill_delay)]
+    if args.tool_calls:
+        stub.append("--tool-calls")
     upstream = f"http://127.0.0.1:{port}"
     results: dict[str, dict[int, Level]] = {}
     with ExitStack() as stack:
@@ -220,7 +246,7 @@ def remote(args: argparse.Namespace) -> None:
                 print(f"{level} streams x {requests}: {name}", file=sys.stderr)
                 pid = kefu.pid if name == "kefu" else None
                 results.setdefault(name, {})[level] = asyncio.run(
-                    load(url, level, requests, args.words, pid)
+                    load(url, level, requests, args.words, pid, args.tool_calls)
                 )
     print_remote(args, levels, results)
 
@@ -294,6 +320,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--litellm-venv", type=Path, help="--remote: a venv with litellm[proxy], a third column"
+    )
+    parser.add_argument(
+        "--tool-calls", action="store_true", help="--remote: tools asked, tool calls streamed"
     )
     args = parser.parse_args()
     if args.remote:
