@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kefu.engine.base import ChatMessage, Finished, GenerationRequest
 from kefu.engine.engines_file import GroupSpec, default_group, read_engines_file
 from kefu.engine.fake import FakeEngine
 from kefu.engine.groups import EngineGroups
@@ -180,3 +181,20 @@ def general(*candidates: tuple[str, float]) -> Routing:
 )
 def test_a_turns_intent_is_what_the_router_found(routing: Routing, lang: str, intent: str) -> None:
     assert turn_intent(routing, CONFIG, lang) == intent
+
+
+@pytest.mark.anyio
+async def test_a_request_that_names_no_group_goes_to_the_default_one() -> None:
+    """A summary's prompt names none; the default group need not be called "default"."""
+    faq, orders = ScriptedUpstream(), ScriptedUpstream()
+    pools = {"faq": faq.pool(group="faq"), "orders": orders.pool(group="orders")}
+    specs = {"faq": GroupSpec("faq", ("faq",)), "orders": GroupSpec("orders", ("orders",))}
+    engine = EngineGroups(pools, specs, "faq")
+    groups = Groups.of(engine, admission(), lambda _: admission())
+    assert groups.get("").name == "faq"
+    events = [e async for e in engine.generate(GenerationRequest([ChatMessage("user", "hi")]))]
+    assert isinstance(events[-1], Finished)
+    assert events[-1].routed is not None
+    assert events[-1].routed.group == "faq"
+    assert (len(faq.bodies), len(orders.bodies)) == (1, 0)
+    await engine.close()

@@ -58,8 +58,8 @@ class GenerationRequest:
     # sent, tool calls, tool results and non-text parts included. ``messages`` is their
     # text, which kefu counts and routes on. None: ``messages`` is all there is.
     wire_messages: Sequence[Mapping[str, Any]] | None = None
-    # The model group that answers (``engine/groups.py``).
-    group: str = DEFAULT_GROUP
+    # The model group that answers (``engine/groups.py``); "" for the default group.
+    group: str = ""
     # Work nobody waits for (a session's summary): the embedded scheduler runs it only
     # in steps with no customer request in the engine; other engines may ignore it.
     background: bool = False

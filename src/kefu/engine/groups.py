@@ -53,7 +53,7 @@ class EngineGroups:
         return self.default_pool.count_chat_tokens(messages)
 
     def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
-        return self.pools[request.group].generate(request)
+        return self.pools[request.group or self.default].generate(request)
 
     async def start(self) -> None:
         await asyncio.gather(*(pool.start() for pool in self.pools.values()))

@@ -77,7 +77,8 @@ class Groups:
         return len(self.by_name)
 
     def get(self, name: str) -> Group:
-        return self.by_name[name]
+        """The group of that name; "" is the default group."""
+        return self.by_name[name] if name else self.default
 
     def for_intent(self, intent: str) -> Group:
         return self.by_intent.get(intent, self.default)
