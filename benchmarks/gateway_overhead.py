@@ -20,10 +20,16 @@ OpenAI-compatible upstream (benchmarks/upstream_stub.py) called directly, throug
 `kefu serve --engine URL`, and through LiteLLM's proxy when ``--litellm-venv`` names a venv
 with ``litellm[proxy]``, at each ``--levels`` concurrency in one run: TTFT and E2E p50/p99
 of each, what kefu and LiteLLM add over direct, and the highest request rate at which
-kefu's added E2E p99 stays under 10 ms.
+kefu's added E2E p99 stays under 10 ms. Wall time on a small shared box mixes the client's
+and the upstream's CPU into kefu's figures, so the run also prints kefu's own CPU time per
+request (its process's user + system time over the level, from /proc, divided by the
+requests).
 
     .venv/bin/python benchmarks/gateway_overhead.py --remote [--levels 1,16,64,256]
-        [--litellm-venv /work/litellm-venv]
+        [--litellm-venv /work/litellm-venv] [--tool-calls]
+
+``--tool-calls``: the requests carry tools and the upstream streams each reply as a tool
+call's fragments, so every chunk takes the pass-through's path (its fields read, passed on).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from harness import free_port, kefu_server, percentile, running, trace_chat
+from harness import free_port, kefu_process, kefu_server, percentile, running, trace_chat
 from kefu.engine.base import ChatMessage, GenerationRequest, SamplingParams, TokenDelta
 from kefu.engine.fake import FakeEngine
 
@@ -129,18 +135,46 @@ class Level:
     e2e: list[float]
     errors: int
     rate: float
+    cpu_ms: float | None = None  # the target process's CPU time per request (kefu only)
 
 
-async def load(url: str, streams: int, requests: int, words: int) -> Level:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "order_status",
+            "description": "Where an order is.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
+        },
+    }
+]
+
+
+async def load(
+    url: str,
+    streams: int,
+    requests: int,
+    words: int,
+    pid: int | None = None,
+    tool_calls: bool = False,
+) -> Level:
     ttft: list[float] = []
     e2e: list[float] = []
     errors = 0
-    body = {
+    body: dict[str, Any] = {
         "model": "bench",
         "messages": [{"role": "user", "content": "Where is my parcel?"}],
         "max_tokens": words,
         "stream": True,
     }
+    if tool_calls:
+        body["tools"] = TOOLS
     limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
     headers = {"authorization": f"Bearer {BENCH_KEY}"}
     async with httpx.AsyncClient(timeout=120, limits=limits, headers=headers) as client:
@@ -156,10 +190,14 @@ async def load(url: str, streams: int, requests: int, words: int) -> Level:
                 ttft.append((trace.first - trace.sent) * 1000)
                 e2e.append((trace.end - trace.sent) * 1000)
 
+        cpu = cpu_seconds(pid) if pid is not None else 0.0
         started = time.perf_counter()
         await asyncio.gather(*(stream() for _ in range(streams)))
         rate = len(e2e) / (time.perf_counter() - started)
-    return Level(ttft, e2e, errors, rate)
+        cpu_ms = None
+        if pid is not None:
+            cpu_ms = (cpu_seconds(pid) - cpu) * 1000 / max(1, len(e2e) + errors)
+    return Level(ttft, e2e, errors, rate, cpu_ms)
 
 
 @contextmanager
@@ -187,6 +225,8 @@ def remote(args: argparse.Namespace) -> None:
     port = free_port()
     stub = [sys.executable, str(STUB), "--port", str(port), "--words", str(args.words)]
     stub += ["--token-delay", str(args.token_delay), "--prefill-delay", str(args.prefill_delay)]
+    if args.tool_calls:
+        stub.append("--tool-calls")
     upstream = f"http://127.0.0.1:{port}"
     results: dict[str, dict[int, Level]] = {}
     with ExitStack() as stack:
@@ -194,7 +234,7 @@ def remote(args: argparse.Namespace) -> None:
         targets = {"direct": upstream}
         flags = ["--engine", upstream + "/v1", "--no-fast-path", "--parallel", str(max(levels))]
         flags += ["--max-queue", str(max(levels)), "--max-tokens", str(args.words)]
-        targets["kefu"] = stack.enter_context(kefu_server(*flags))
+        targets["kefu"], kefu = stack.enter_context(kefu_process(*flags))
         if args.litellm_venv is not None:
             if (args.litellm_venv / "bin" / "litellm").exists():
                 targets["litellm"] = stack.enter_context(litellm_proxy(args.litellm_venv, upstream))
@@ -204,8 +244,9 @@ def remote(args: argparse.Namespace) -> None:
             requests = max(1, math.ceil(args.level_requests / level))  # per stream
             for name, url in targets.items():
                 print(f"{level} streams x {requests}: {name}", file=sys.stderr)
+                pid = kefu.pid if name == "kefu" else None
                 results.setdefault(name, {})[level] = asyncio.run(
-                    load(url, level, requests, args.words)
+                    load(url, level, requests, args.words, pid, args.tool_calls)
                 )
     print_remote(args, levels, results)
 
@@ -237,6 +278,9 @@ def print_remote(
         rates = " | ".join(f"{results[n][level].rate:.0f}" for n in names)
         errors = sum(results[n][level].errors for n in names)
         print(f"| {level} | requests/s | {rates} |" + f" errors {errors} |")
+        cpu = results["kefu"][level].cpu_ms or 0.0
+        per_token = cpu * 1000 / args.words
+        print(f"| {level} | kefu CPU ms/request | {cpu:.2f} ({per_token:.0f} µs a token) |")
     if "litellm" in results:
         print()
         for level in levels:
@@ -276,6 +320,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--litellm-venv", type=Path, help="--remote: a venv with litellm[proxy], a third column"
+    )
+    parser.add_argument(
+        "--tool-calls", action="store_true", help="--remote: tools asked, tool calls streamed"
     )
     args = parser.parse_args()
     if args.remote:

@@ -201,11 +201,12 @@ async def trace_chat(client: httpx.AsyncClient, base_url: str, body: dict[str, A
                     if "error" in chunk:
                         return ChatTrace(sent, time.perf_counter(), error=str(chunk["error"]))
                     for choice in chunk.get("choices", []):
-                        content = (choice.get("delta") or {}).get("content")
-                        if content:
+                        delta = choice.get("delta") or {}
+                        content = delta.get("content")
+                        if content or delta.get("tool_calls"):  # a call's fragment is output
                             last = time.perf_counter()
                             first = first or last
-                            parts.append(content)
+                            parts.append(content or "")
                     usage = chunk.get("usage") or usage
     except httpx.HTTPError as exc:
         return ChatTrace(sent, time.perf_counter(), error=type(exc).__name__)

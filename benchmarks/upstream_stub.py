@@ -4,6 +4,8 @@ Plain asyncio and hand-written HTTP/1.1 (keep-alive, chunked SSE), so that at hu
 streams the upstream costs as little CPU as possible and what a gateway adds stands out.
 It answers ``POST /v1/chat/completions`` (stream or not) with ``--words`` tokens, one every
 ``--token-delay`` seconds after ``--prefill-delay``; ``GET /v1/models`` and ``GET /health``.
+With ``--tool-calls``, a streamed reply is one tool call whose arguments come a token a
+chunk, as an engine streams a function call.
 
     python benchmarks/upstream_stub.py --port 9000 [--words 32] [--token-delay 0.02]
 """
@@ -27,10 +29,13 @@ def sse(data: dict[str, object]) -> bytes:
 
 
 class Stub:
-    def __init__(self, words: int, token_delay: float, prefill_delay: float) -> None:
+    def __init__(
+        self, words: int, token_delay: float, prefill_delay: float, tool_calls: bool = False
+    ) -> None:
         self.words = words
         self.token_delay = token_delay
         self.prefill_delay = prefill_delay
+        self.tool_calls = tool_calls
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -95,10 +100,18 @@ class Stub:
         for i in range(words):
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
-            delta = {"content": f" w{i}" if i else "w0"}
+            piece = f" w{i}" if i else "w0"
+            delta: dict[str, object] = {"content": piece}
+            if self.tool_calls:
+                call: dict[str, object] = {"index": 0, "function": {"arguments": piece}}
+                if not i:
+                    call |= {"id": "call_stub", "type": "function"}
+                    call["function"] = {"name": "order_status", "arguments": piece}
+                delta = {"content": None, "tool_calls": [call]}
             writer.write(sse(base | {"choices": [{"index": 0, "delta": delta}]}))
             await writer.drain()
-        finish = [{"index": 0, "delta": {}, "finish_reason": "stop"}]
+        reason = "tool_calls" if self.tool_calls else "stop"
+        finish = [{"index": 0, "delta": {}, "finish_reason": reason}]
         writer.write(sse(base | {"choices": finish}))
         writer.write(sse(base | {"choices": [], "usage": usage}))
         writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
@@ -116,8 +129,10 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=32)
     parser.add_argument("--token-delay", type=float, default=0.02)
     parser.add_argument("--prefill-delay", type=float, default=0.05)
+    parser.add_argument("--tool-calls", action="store_true", help="stream a tool call")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, Stub(args.words, args.token_delay, args.prefill_delay)))
+    stub = Stub(args.words, args.token_delay, args.prefill_delay, args.tool_calls)
+    asyncio.run(serve(args.port, stub))
 
 
 if __name__ == "__main__":

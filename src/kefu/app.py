@@ -52,9 +52,9 @@ EngineFactory = Callable[[Settings], Engine]
 
 def build_engine(settings: Settings) -> Engine:
     if settings.engine_kind == "remote":
-        from kefu.engine.pool import build_pool
+        from kefu.engine.groups import build_remote
 
-        return build_pool(settings)
+        return build_remote(settings)
     if settings.engine_kind == "fake":
         return FakeEngine(
             context_window=settings.context_size,

@@ -320,3 +320,16 @@ async def test_sessions_keep_one_client_and_the_clients_share_the_load() -> None
         kept = clients.for_session(0)
         assert not kept.is_closed
     assert kept.is_closed  # every client closes with the run
+
+
+async def test_the_api_key_goes_with_every_request_and_a_401_says_to_give_one() -> None:
+    async with Clients(timeout=2.0, shards=3, api_key="sk-bench") as clients:
+        assert {clients.for_session(i).headers["authorization"] for i in range(3)} == {
+            "Bearer sk-bench"
+        }
+    async with Clients(timeout=2.0, shards=1) as clients:
+        assert "authorization" not in clients.for_session(0).headers
+    refused = httpx.Response(401, json={"error": {"message": "no key"}})
+    async with routes({"/v1/models": refused}) as client:
+        with pytest.raises(TargetError, match=r"answered 401: .*--api-key"):
+            await preflight(client, Target("http://bench.test", "openai"))

@@ -17,12 +17,22 @@ from tests.e2e.support import READY_TIMEOUT_S, ServerStartError, free_port
 
 
 @contextmanager
-def llama_cpp_server(log: Path) -> Iterator[str]:
-    """``python -m llama_cpp.server`` on the bundled model, one thread; yields its /v1 URL."""
+def llama_cpp_server(log: Path, *args: str) -> Iterator[str]:
+    """``python -m llama_cpp.server`` on the bundled model, one thread, with ``args`` (its own
+    flags: ``--chat_format chatml-function-calling``, ``--model_alias NAME``); yields its
+    /v1 URL."""
+    with llama_cpp_process(log, *args) as (url, _):
+        yield url
+
+
+@contextmanager
+def llama_cpp_process(log: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``llama_cpp_server``, and its process (to kill it)."""
     port = free_port()
     command = [sys.executable, "-c", LLAMA_SERVER_WITH_AMX_FIX]
     command += ["--model", str(bundled_model_path()), "--port", str(port), "--n_ctx", "2048"]
     command += ["--n_threads", "1", "--n_threads_batch", "1", "--interrupt_requests", "False"]
+    command += args
     url = f"http://127.0.0.1:{port}"
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -37,7 +47,7 @@ def llama_cpp_server(log: Path) -> Iterator[str]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise ServerStartError(f"llama_cpp.server did not start; see {log}")
                 time.sleep(0.2)
-            yield url + "/v1"
+            yield url + "/v1", process
         finally:
             process.terminate()
             try:

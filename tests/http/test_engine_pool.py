@@ -42,4 +42,4 @@ def test_every_engine_down_is_an_immediate_503(settings_factory: Callable[..., S
         assert ready["token_counting"].startswith("estimate")
         metrics = client.get("/metrics").text
         name = urls[0].removeprefix("http://").removesuffix("/v1")
-        assert f'kefu_engine_breaker_state{{engine="{name}"}} 2.0' in metrics
+        assert f'kefu_engine_breaker_state{{engine="{name}",group="default"}} 2.0' in metrics

@@ -141,7 +141,9 @@ def test_unknown_fields_are_ignored(client: TestClient) -> None:
         messages=[{"role": "user", "content": "hello there", "name": "ann", "extra": [1]}],
         frequency_penalty=0.5,
         logit_bias={"42": 1},
-        tools=[{"type": "function", "function": {"name": "f"}}],
+        tools=[],
+        tool_choice="none",
+        logprobs=False,
         response_format={"type": "text"},
         something_new={"nested": True},
         stream_options=None,
@@ -307,7 +309,7 @@ def test_models_list(client: TestClient) -> None:
     assert card["object"] == "model"
     assert card["owned_by"] == "kefu"
     assert isinstance(card["created"], int)
-    assert card["meta"] == {"context_window": 2048}
+    assert card["meta"] == {"context_window": 2048, "group": "default"}
 
 
 @pytest.mark.parametrize("words", [20, 600])

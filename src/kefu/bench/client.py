@@ -74,10 +74,13 @@ def parse_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def make_client(timeout: float, verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+def make_client(
+    timeout: float, verify: ssl.SSLContext | None = None, api_key: str | None = None
+) -> httpx.AsyncClient:
     # No connection limit: a pool that made requests wait would add client-side queueing
     # to TTFT. Concurrency is bounded by the load generator instead.
     return httpx.AsyncClient(
+        headers={"authorization": f"Bearer {api_key}"} if api_key else None,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
         verify=verify if verify is not None else httpx.create_ssl_context(),
@@ -97,9 +100,11 @@ class Clients:
     """A run's HTTP clients, ``shards`` of them sharing one TLS context; a session always
     uses the same one, as a customer keeps a connection."""
 
-    def __init__(self, timeout: float, shards: int = CLIENT_SHARDS) -> None:
+    def __init__(
+        self, timeout: float, shards: int = CLIENT_SHARDS, api_key: str | None = None
+    ) -> None:
         verify = httpx.create_ssl_context()
-        self._clients = [make_client(timeout, verify) for _ in range(shards)]
+        self._clients = [make_client(timeout, verify, api_key) for _ in range(shards)]
 
     def for_session(self, index: int) -> httpx.AsyncClient:
         return self._clients[index % len(self._clients)]
@@ -127,6 +132,11 @@ async def preflight(client: httpx.AsyncClient, target: Target) -> Target:
         response = await client.get(target.base + probe, timeout=10.0)
     except httpx.HTTPError as exc:
         raise TargetError(f"cannot reach {target.base}: {_reason(exc)}") from None
+    if response.status_code in (401, 403):
+        raise TargetError(
+            f"GET {target.base}{probe} answered {response.status_code}: the server wants an "
+            "API key; give it with --api-key (or KEFU_BENCH_API_KEY)"
+        )
     if target.api == "chat":
         if response.status_code == 404:
             raise TargetError(

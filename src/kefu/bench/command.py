@@ -7,6 +7,7 @@ import the HTTP client, the maths and matplotlib when they run.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,6 +66,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--model",
         metavar="NAME",
         help="openai: the model name to send (default: the first of GET /v1/models)",
+    )
+    target.add_argument(
+        "--api-key",
+        metavar="KEY",
+        default=os.environ.get("KEFU_BENCH_API_KEY"),
+        help="sent as 'Authorization: Bearer KEY' to /chat, /v1 and the preflight, for a "
+        "server with auth on (env KEFU_BENCH_API_KEY keeps it off the command line; never "
+        "written to the results)",
     )
     target.add_argument(
         "--max-tokens",

@@ -109,4 +109,5 @@ def build_config(args: argparse.Namespace) -> BenchConfig:
         slo=parse_slo(args.slo),
         max_growth=args.knee_growth,
         label=args.label or "",
+        api_key=args.api_key or None,
     )

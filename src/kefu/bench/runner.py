@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kefu.bench.client import Clients, Clock, Target, preflight
@@ -35,6 +35,7 @@ class BenchConfig:
     slo: Slo
     max_growth: float = MAX_GROWTH
     label: str = ""
+    api_key: str | None = field(default=None, repr=False)  # never in a report
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ async def run_bench(config: BenchConfig, progress: Progress | None = None) -> Be
     started_at = time.time()
     workload = Workload(config.workload)
     results: list[LevelResult] = []
-    async with Clients(config.timeout) as clients:
+    async with Clients(config.timeout, api_key=config.api_key) as clients:
         target = await preflight(clients.for_session(0), config.target)
         for index, load in enumerate(config.levels):
             if index:

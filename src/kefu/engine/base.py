@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
-FinishReason = Literal["stop", "length"]
+# "tool_calls" and "content_filter" come only from a remote engine, passed on.
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+}
+# The group an engine serves when its engines file entry names none, and where LLM turns
+# of an intent no group claims go.
+DEFAULT_GROUP = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +54,12 @@ class GenerationRequest:
     routing_key: str = ""
     # Request fields kefu does not know, passed on to a remote engine as they came.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The client's messages as they came (/v1 with a remote engine): what the engine is
+    # sent, tool calls, tool results and non-text parts included. ``messages`` is their
+    # text, which kefu counts and routes on. None: ``messages`` is all there is.
+    wire_messages: Sequence[Mapping[str, Any]] | None = None
+    # The model group that answers (``engine/groups.py``); "" for the default group.
+    group: str = ""
     # Work nobody waits for (a session's summary): the embedded scheduler runs it only
     # in steps with no customer request in the engine; other engines may ignore it.
     background: bool = False
@@ -54,10 +70,25 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkFields:
+    """What a remote engine's chunk carried besides its text, passed on as it came (fields
+    whose value is null are left out: they say nothing)."""
+
+    # The choice's delta less role and content: tool_calls, refusal, reasoning_content...
+    delta: Mapping[str, Any]
+    # The choice less index, delta and finish_reason: logprobs...
+    choice: Mapping[str, Any]
+    # The chunk less id, object, created, model, choices and usage: system_fingerprint...
+    chunk: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class TokenDelta:
-    """New text for the client; ``text`` is always whole UTF-8 characters."""
+    """New text for the client; ``text`` is always whole UTF-8 characters. A remote
+    engine's delta may carry no text and only ``fields`` (a tool call's fragment)."""
 
     text: str
+    fields: ChunkFields | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +120,7 @@ class Routed:
     engine: str
     reason: str
     attempts: int = 1
+    group: str = DEFAULT_GROUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +172,7 @@ class UpstreamStats:
     timeouts: int
     ttft_p50_ms: float | None
     healthy: bool
+    group: str = DEFAULT_GROUP
 
 
 @runtime_checkable
@@ -172,11 +205,22 @@ def unread_tokens(engine: Tokenizer, messages: Sequence[ChatMessage], prompt_tok
     return prompt_tokens
 
 
+def passes_fields(engine: object) -> bool:
+    """Whether the engine sends the chat API's fields kefu does not read (tools,
+    response_format, logprobs...) to a model that reads them, and returns what that model
+    says of them: remote engines do (``passes_fields = True``); the embedded and the fake
+    engine do not."""
+    return getattr(engine, "passes_fields", False) is True
+
+
 class Engine(Tokenizer, Protocol):
     """One async method that produces tokens, plus what callers must know to use it."""
 
-    model_id: str
-    context_window: int
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def context_window(self) -> int: ...
 
     def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationEvent, None]:
         """Stream the reply; see the module docstring for the contract."""

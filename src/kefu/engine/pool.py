@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import statistics
-import tomllib
 from collections import deque
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import replace
-from pathlib import Path
 
 from kefu.engine.base import (
+    DEFAULT_GROUP,
     ChatMessage,
     EngineStats,
     Finished,
@@ -31,6 +30,7 @@ from kefu.engine.base import (
     UpstreamStats,
 )
 from kefu.engine.breaker import Breaker
+from kefu.engine.engines_file import read_engines_file
 from kefu.engine.remote import RemoteEngine, Upstream
 from kefu.engine.routing import Candidate, Routing, choose
 from kefu.engine.token_count import EstimatedCount, GgufCount, TokenCounter, probe_upstream
@@ -76,10 +76,13 @@ class Member:
             timeouts=self.timeouts,
             ttft_p50_ms=round(statistics.median(self.ttft_ms), 3) if self.ttft_ms else None,
             healthy=self.healthy,
+            group=self.engine.upstream.group,
         )
 
 
 class EnginePool:
+    passes_fields = True  # every engine of it is a RemoteEngine
+
     def __init__(
         self,
         engines: Sequence[RemoteEngine],
@@ -90,9 +93,12 @@ class EnginePool:
         cooldown: float,
         check_interval: float,
         counter: TokenCounter | None = None,
+        group: str = DEFAULT_GROUP,
     ) -> None:
+        """``group``: the model group its engines serve (one pool each)."""
         if not engines:
             raise ValueError("a pool needs at least one engine")
+        self.group = group
         self.members = [Member(e, Breaker(failures=failures, cooldown=cooldown)) for e in engines]
         self.routing: Routing = routing
         self.imbalance = imbalance
@@ -116,6 +122,10 @@ class EnginePool:
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return self.counter.count_chat_tokens(messages)
+
+    def model_ids(self) -> set[str]:
+        """The models its engines serve, as far as known (a /v1 request names one)."""
+        return {m.engine.model_id for m in self.members if m.engine.model_known}
 
     async def start(self) -> None:
         """Ask every engine for its model; one that does not answer starts tripped, and the
@@ -200,9 +210,8 @@ class EnginePool:
                                     event.timings.prefill_started or event.timings.queued
                                 )
                                 member.ttft_ms.append(ttft * 1000)
-                            event = replace(
-                                event, routed=Routed(member.name, reason, len(tried) + 1)
-                            )
+                            routed = Routed(member.name, reason, len(tried) + 1, self.group)
+                            event = replace(event, routed=routed)
                         yield event
                 return
             except UpstreamError as exc:
@@ -243,7 +252,7 @@ class EnginePool:
 
 def upstreams(settings: Settings) -> list[Upstream]:
     """The engines --engine names (with --engine-model and --engine-api-key by position,
-    or one value for all), then those of --engines-file."""
+    or one value for all; group default), then those of --engines-file."""
     urls = [u for u in settings.engine if u.startswith(("http://", "https://"))]
 
     def nth(values: tuple[str, ...], i: int) -> str | None:
@@ -256,41 +265,29 @@ def upstreams(settings: Settings) -> list[Upstream]:
         for i, url in enumerate(urls)
     ]
     if settings.engines_file is not None:
-        found += read_engines_file(settings.engines_file)
+        found += read_engines_file(settings.engines_file).engines
     return found
 
 
-def read_engines_file(path: Path) -> list[Upstream]:
-    with path.open("rb") as f:
-        tables = tomllib.load(f).get("engine", [])
-    return [
-        Upstream(
-            str(t["url"]),
-            t.get("model"),
-            t.get("api_key"),
-            t.get("name", ""),
-        )
-        for t in tables
-    ]
-
-
-def build_pool(settings: Settings) -> EnginePool:
-    engines = [
-        RemoteEngine(
-            upstream,
-            context_window=settings.context_size,
-            connections=settings.engine_connections,
-            first_token_timeout=settings.first_token_timeout,
-            timeout=settings.engine_timeout,
-        )
-        for upstream in upstreams(settings)
-    ]
+def build_pool(
+    settings: Settings, engines: Sequence[Upstream], group: str = DEFAULT_GROUP
+) -> EnginePool:
     return EnginePool(
-        engines,
+        [
+            RemoteEngine(
+                upstream,
+                context_window=settings.context_size,
+                connections=settings.engine_connections,
+                first_token_timeout=settings.first_token_timeout,
+                timeout=settings.engine_timeout,
+            )
+            for upstream in engines
+        ],
         routing=settings.routing,
         imbalance=settings.imbalance,
         failures=settings.breaker_failures,
         cooldown=settings.breaker_cooldown,
         check_interval=settings.engine_check_interval,
         counter=GgufCount(settings.tokenizer) if settings.tokenizer else None,
+        group=group,
     )

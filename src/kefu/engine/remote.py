@@ -2,6 +2,11 @@
 Engine transport: ``generate`` posts a streaming chat completion and yields its text as each
 chunk arrives (nothing is buffered), then one ``Finished`` with the upstream's usage.
 
+It passes the chat API through: a /v1 request's messages and the fields kefu does not read
+(tools, response_format, logprobs...) go to the upstream as they came, and what its chunks
+carry besides text (tool-call fragments, logprobs, unknown fields) comes back on the
+``TokenDelta`` (``engine/chunks.py``).
+
 Failures are ``UpstreamError``s that say whether text had reached the caller
 (``started``): before that, the pool may send the request to another engine. A request the
 upstream rejects as malformed (4xx) is the caller's error, not the engine's.
@@ -14,12 +19,13 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from kefu.engine.base import (
+    DEFAULT_GROUP,
     ChatMessage,
     EngineStats,
     EngineTimings,
@@ -30,6 +36,7 @@ from kefu.engine.base import (
     TokenDelta,
     Usage,
 )
+from kefu.engine.chunks import ChunkReader
 from kefu.engine.token_count import EstimatedCount, TokenCounter
 from kefu.engine.upstream_metrics import EngineLoad, parse_load
 from kefu.errors import ContextLengthExceeded, FirstTokenTimeout, InvalidRequest, UpstreamError
@@ -47,6 +54,7 @@ class Upstream:
     model: str | None = None  # None: the first model its /v1/models lists
     api_key: str | None = None
     name: str = ""
+    group: str = DEFAULT_GROUP  # the model group it serves (engine/engines_file.py)
 
     @property
     def root(self) -> str:
@@ -68,6 +76,8 @@ class _Reply:
     finish_reason: FinishReason | None = None
     usage: dict[str, Any] | None = None
     chunks: int = 0
+    data_lines: int = 0  # every data line, empty chunks and [DONE] included
+    reader: ChunkReader = field(default_factory=ChunkReader)
     # perf_counter readings of the first and the last text; None before any.
     first_text_at: float | None = None
     last_text_at: float | None = None
@@ -78,6 +88,8 @@ class _Reply:
 
 
 class RemoteEngine:
+    passes_fields = True
+
     def __init__(
         self,
         upstream: Upstream,
@@ -87,7 +99,9 @@ class RemoteEngine:
         first_token_timeout: float,
         timeout: float,
         counter: TokenCounter | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """``transport``: httpx's, for tests that script an upstream in process."""
         self.upstream = upstream
         self.name = upstream.label
         self.model_id = upstream.model or "unknown"
@@ -107,6 +121,7 @@ class RemoteEngine:
             headers=upstream.headers(),
             limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
             timeout=httpx.Timeout(timeout, connect=min(first_token_timeout, 5.0)),
+            transport=transport,
         )
         # Health checks and scrapes on their own connections: a pool of busy streams must
         # not make a healthy engine look dead.
@@ -115,6 +130,7 @@ class RemoteEngine:
             headers=upstream.headers(),
             limits=httpx.Limits(max_connections=2),
             timeout=CHECK_TIMEOUT_S,
+            transport=transport,
         )
         self.health_path = "/health"
         self.scrape_metrics = True
@@ -181,7 +197,11 @@ class RemoteEngine:
         sampling = request.sampling
         body: dict[str, Any] = {
             **request.extra,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": (
+                request.wire_messages
+                if request.wire_messages is not None
+                else [{"role": m.role, "content": m.content} for m in request.messages]
+            ),
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": sampling.max_tokens,
@@ -204,15 +224,15 @@ class RemoteEngine:
         try:
             async with AsyncExitStack() as stack:
                 sent = time.perf_counter()
-                lines, text = await self._first_text(stack, request, reply, deadline)
-                while text is not None:
-                    yield TokenDelta(text)
+                lines, delta = await self._first_delta(stack, request, reply, deadline)
+                while delta is not None:
+                    yield delta
                     if time.perf_counter() > deadline:
                         raise UpstreamError(
                             f"engine {self.name} took longer than {self.timeout:g} s",
                             started=True,
                         )
-                    text = await self._next_text(lines, reply)
+                    delta = await self._next_delta(lines, reply)
             yield self._finished(request, reply, queued, sent)
         except httpx.HTTPError as exc:
             raise UpstreamError(
@@ -222,20 +242,21 @@ class RemoteEngine:
         finally:
             self.in_flight -= 1
 
-    async def _first_text(
+    async def _first_delta(
         self, stack: AsyncExitStack, request: GenerationRequest, reply: _Reply, deadline: float
-    ) -> tuple[AsyncIterator[str], str | None]:
-        """Open the stream and read up to its first text. A silence of --first-token-timeout
-        is a hung engine, unless the engine sent text for other requests meanwhile: then it
-        is busy (queueing this one, as a single-slot server does), and the wait goes on."""
+    ) -> tuple[AsyncIterator[str], TokenDelta | None]:
+        """Open the stream and read up to its first delta (text, or a tool call's fragment).
+        A silence of --first-token-timeout is a hung engine, unless the engine sent text for
+        other requests meanwhile: then it is busy (queueing this one, as a single-slot
+        server does), and the wait goes on."""
 
-        async def opening() -> tuple[AsyncIterator[str], str | None]:
+        async def opening() -> tuple[AsyncIterator[str], TokenDelta | None]:
             response = await stack.enter_async_context(
                 self.client.stream("POST", "/chat/completions", json=self.body(request))
             )
             await self._check_status(response)
             lines = response.aiter_lines()
-            return lines, await self._next_text(lines, reply)
+            return lines, await self._next_delta(lines, reply)
 
         task = asyncio.ensure_future(opening())
         try:
@@ -264,19 +285,22 @@ class RemoteEngine:
             raise InvalidRequest(f"engine {self.name} refused the request: {message}")
         raise UpstreamError(f"engine {self.name} answered {response.status_code}: {message}")
 
-    async def _next_text(self, lines: AsyncIterator[str], reply: _Reply) -> str | None:
-        """The next non-empty text of the stream, or None at its end."""
+    async def _next_delta(self, lines: AsyncIterator[str], reply: _Reply) -> TokenDelta | None:
+        """The stream's next delta with text or other fields, or None at its end."""
         async for line in lines:
             if not line.startswith("data:"):
                 continue  # blank separators, comments (keep-alives), event names
             data = line[5:].strip()
+            reply.data_lines += 1
             if data == "[DONE]":
                 return None
             try:
                 chunk = json.loads(data)
+                if not isinstance(chunk, dict):
+                    raise ValueError("not an object")
             except ValueError:
                 raise UpstreamError(
-                    f"engine {self.name} sent a chunk that is not JSON: {data[:80]!r}",
+                    f"engine {self.name} sent a chunk that is not a JSON object: {data[:80]!r}",
                     started=reply.started,
                 ) from None
             if "error" in chunk:
@@ -287,17 +311,25 @@ class RemoteEngine:
                 )
             if chunk.get("usage"):
                 reply.usage = chunk["usage"]
-            text = ""
-            for choice in chunk.get("choices") or ():
-                text += (choice.get("delta") or {}).get("content") or ""
-                if reason := choice.get("finish_reason"):
-                    reply.finish_reason = "length" if reason == "length" else "stop"
-            if text:
+            read = reply.reader.read(chunk)
+            if read.finish_reason is not None:
+                reply.finish_reason = read.finish_reason
+            if read.text or read.fields is not None:
                 now = self.progress_at = time.perf_counter()
                 reply.first_text_at = reply.first_text_at or now
                 reply.last_text_at = now
                 reply.chunks += 1
-                return text
+                return TokenDelta(read.text, read.fields)
+        if reply.finish_reason is None and reply.data_lines == 0:
+            # A 200 whose stream ended cleanly with nothing in it: the engine declined this
+            # request streamed. Another engine of the kind would too, and counting it
+            # against the breaker let one client's requests take the whole pool out.
+            raise InvalidRequest(
+                f"engine {self.name} answered with an empty stream: it does not take this "
+                "request streamed, and kefu always streams from its engines "
+                "(llama-cpp-python's server streams a tool call only when the request "
+                "names the tool)"
+            )
         if reply.finish_reason is None:
             raise UpstreamError(
                 f"engine {self.name} closed the stream before the reply ended",

@@ -6,7 +6,8 @@ are read from the engine and admission at scrape time, so they are never stale.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -139,8 +140,15 @@ class Metrics:
         )
         self.engine_ttft = Histogram(
             "kefu_engine_ttft_seconds",
-            "Remote engine: request sent to its first token, by engine.",
-            ["engine"],
+            "Remote engine: request sent to its first token, by engine and its model group.",
+            ["group", "engine"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.group_ttft = Histogram(
+            "kefu_group_ttft_seconds",
+            "LLM answers: request received to first token, by model group.",
+            ["group"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -170,7 +178,11 @@ class Metrics:
         for stage, ms in record.stages_ms.items():
             self.stage.labels(stage).observe(ms / 1000)
         if record.engine is not None and record.upstream_ttft_ms is not None:
-            self.engine_ttft.labels(record.engine).observe(record.upstream_ttft_ms / 1000)
+            self.engine_ttft.labels(record.group or "", record.engine).observe(
+                record.upstream_ttft_ms / 1000
+            )
+        if record.group is not None and record.ttft_ms is not None:
+            self.group_ttft.labels(record.group).observe(record.ttft_ms / 1000)
         self.tokens.labels("prompt").inc(record.prompt_tokens)
         self.tokens.labels("cached_prompt").inc(record.cached_tokens)
         self.tokens.labels("completion").inc(record.completion_tokens)
@@ -185,6 +197,16 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupLoad:
+    """One model group's admission right now."""
+
+    name: str
+    running: int
+    waiting: int
+    refused: Mapping[str, int]
+
+
 class LoadSnapshot:
     """What the engine and admission report right now."""
 
@@ -196,6 +218,7 @@ class LoadSnapshot:
         ready: bool,
         memory: MemoryWork | None = None,
         admission: Admission | None = None,
+        groups: tuple[GroupLoad, ...] = (),
     ) -> None:
         self.engine = engine
         self.admitted = admitted
@@ -203,6 +226,7 @@ class LoadSnapshot:
         self.ready = ready
         self.memory = memory or MemoryWork()
         self.admission = admission
+        self.groups = groups
 
 
 class _LoadCollector(Collector):
@@ -240,6 +264,8 @@ class _LoadCollector(Collector):
         yield from _memory_metrics(snap.memory)
         if snap.admission is not None:
             yield from _admission_metrics(snap.admission)
+        if snap.groups:
+            yield from _group_metrics(snap.groups)
         if stats.engines:
             yield from _engine_metrics(stats.engines)
 
@@ -310,57 +336,87 @@ def _admission_metrics(admission: Admission) -> Iterator[Metric]:
     yield refusals
 
 
+def _group_metrics(groups: tuple[GroupLoad, ...]) -> Iterator[Metric]:
+    """Each model group's admission: its own slots, line and refusals."""
+    running = GaugeMetricFamily(
+        "kefu_group_requests_running", "Requests holding a slot of the group.", labels=["group"]
+    )
+    waiting = GaugeMetricFamily(
+        "kefu_group_requests_waiting",
+        "Requests waiting for a slot of the group.",
+        labels=["group"],
+    )
+    refused = CounterMetricFamily(
+        "kefu_group_refusals",
+        "Requests the group's admission refused, by reason.",
+        labels=["group", "reason"],
+    )
+    for group in groups:
+        running.add_metric([group.name], group.running)
+        waiting.add_metric([group.name], group.waiting)
+        for reason, count in group.refused.items():
+            refused.add_metric([group.name, reason], count)
+    yield from (running, waiting, refused)
+
+
 BREAKER_VALUES = {"closed": 0, "half-open": 1, "open": 2}
 
 
 def _engine_metrics(rows: tuple[UpstreamStats, ...]) -> Iterator[Metric]:
-    """One series per remote engine of the pool, labelled by its name."""
+    """One series per remote engine, labelled by its model group and its name."""
     gauges = {
         "in_flight": GaugeMetricFamily(
-            "kefu_engine_in_flight", "Requests kefu has sent to the engine.", labels=["engine"]
+            "kefu_engine_in_flight",
+            "Requests kefu has sent to the engine.",
+            labels=["group", "engine"],
         ),
         "breaker": GaugeMetricFamily(
             "kefu_engine_breaker_state",
             "The engine's circuit breaker: 0 closed, 1 half-open, 2 open.",
-            labels=["engine"],
+            labels=["group", "engine"],
         ),
         "healthy": GaugeMetricFamily(
-            "kefu_engine_healthy", "1 when the last health check passed.", labels=["engine"]
+            "kefu_engine_healthy",
+            "1 when the last health check passed.",
+            labels=["group", "engine"],
         ),
         "queue": GaugeMetricFamily(
             "kefu_engine_queue",
             "Requests waiting inside the engine, from its own /metrics.",
-            labels=["engine"],
+            labels=["group", "engine"],
         ),
         "kv_usage": GaugeMetricFamily(
-            "kefu_engine_kv_usage", "Share of the engine's KV cache in use.", labels=["engine"]
+            "kefu_engine_kv_usage",
+            "Share of the engine's KV cache in use.",
+            labels=["group", "engine"],
         ),
     }
     counters = {
         "requests": CounterMetricFamily(
-            "kefu_engine_requests", "Requests sent to the engine.", labels=["engine"]
+            "kefu_engine_requests", "Requests sent to the engine.", labels=["group", "engine"]
         ),
         "failures": CounterMetricFamily(
             "kefu_engine_failures",
             "Requests the engine failed (refused, timed out, broke off).",
-            labels=["engine"],
+            labels=["group", "engine"],
         ),
         "timeouts": CounterMetricFamily(
             "kefu_engine_first_token_timeouts",
             "Requests the engine sent no token for within --first-token-timeout.",
-            labels=["engine"],
+            labels=["group", "engine"],
         ),
     }
     for row in rows:
-        gauges["in_flight"].add_metric([row.name], row.in_flight)
-        gauges["breaker"].add_metric([row.name], BREAKER_VALUES[row.breaker])
-        gauges["healthy"].add_metric([row.name], float(row.healthy))
+        labels = [row.group, row.name]
+        gauges["in_flight"].add_metric(labels, row.in_flight)
+        gauges["breaker"].add_metric(labels, BREAKER_VALUES[row.breaker])
+        gauges["healthy"].add_metric(labels, float(row.healthy))
         if row.queue is not None:
-            gauges["queue"].add_metric([row.name], row.queue)
+            gauges["queue"].add_metric(labels, row.queue)
         if row.kv_usage is not None:
-            gauges["kv_usage"].add_metric([row.name], row.kv_usage)
-        counters["requests"].add_metric([row.name], row.requests)
-        counters["failures"].add_metric([row.name], row.failures)
-        counters["timeouts"].add_metric([row.name], row.timeouts)
+            gauges["kv_usage"].add_metric(labels, row.kv_usage)
+        counters["requests"].add_metric(labels, row.requests)
+        counters["failures"].add_metric(labels, row.failures)
+        counters["timeouts"].add_metric(labels, row.timeouts)
     yield from gauges.values()
     yield from counters.values()

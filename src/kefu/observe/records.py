@@ -34,6 +34,8 @@ class RequestRecord:
     completion_tokens: int = 0
     cached_tokens: int = 0
     stages_ms: dict[str, float] = field(default_factory=dict)
+    # The model group of an LLM request (engine/groups.py).
+    group: str | None = None
     # A pool of remote engines: the engine that answered (or failed), why, and its TTFT.
     engine: str | None = None
     route_reason: str | None = None
@@ -89,6 +91,7 @@ def record_from(
         completion_tokens=tokens,
         cached_tokens=usage.cached_prompt_tokens if usage else 0,
         stages_ms=timeline.stages_ms(),
+        group=outcome.group,
         engine=outcome.engine,
         route_reason=outcome.route_reason,
         upstream_ttft_ms=prefill if outcome.engine is not None else None,

@@ -27,6 +27,9 @@ examples:
   kefu plan --model Qwen2.5-7B-Instruct --concurrent-chats 40 --tokens-in 512 --tokens-out 150
   kefu plan --model config.json --precision int4 --daily-conversations 20000
   kefu plan --model my-model.gguf --concurrent-chats 8 --calibrate bench/summary.json
+  kefu plan --model Qwen2.5-7B-Instruct --daily-conversations 20000 \
+      --split Llama-3.2-1B-Instruct=0.4 --split Llama-3.2-1B-Instruct=0.3 \
+      --split Llama-3.2-1B-Instruct=0.3
   kefu plan --list
 
 Exit status: 0 a card meets the SLO, 1 none does, 2 unusable input."""
@@ -60,6 +63,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default="fp16",
         metavar="T",
         help="KV cache numbers: fp16, bf16, fp8, q8_0, q4_0 (default: fp16)",
+    )
+    model.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        metavar="MODEL=SHARE",
+        help="several small models against --model, one per intent (kefu's model groups), "
+        "each taking SHARE of the traffic; repeat it, the shares adding up to 1 (e.g. "
+        "--split Llama-3.2-1B-Instruct=0.5 --split Qwen2.5-1.5B-Instruct=0.5)",
     )
     model.add_argument("--list", action="store_true", help="list built-in models and cards")
 
@@ -237,7 +249,7 @@ def _list() -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
-    from kefu.plan import calibrate, hardware, planner, render, traffic
+    from kefu.plan import calibrate, hardware, planner, render, render_split, split, traffic
     from kefu.plan.precision import kv_bytes
     from kefu.plan.speed import Efficiency, Speed
 
@@ -284,10 +296,20 @@ def _run(args: argparse.Namespace) -> int:
             efficiency=calibrate.scaled(options.efficiency, calibration),
         )
     plan = planner.make_plan(model, demand, slo, options, cards, cpu)
+    parts = [
+        split.Part(name, share, planner.load_model(name, args.precision))
+        for name, share in split.parse_split(args.split)
+    ]
+    rows = split.plan_split(parts, demand, slo, options, [*cards, cpu]) if parts else []
     if args.json:
-        print(json.dumps(render.to_json(plan, calibration), indent=2))
+        document = render.to_json(plan, calibration)
+        if parts:
+            document["split"] = render_split.to_json(plan, parts, rows)
+        print(json.dumps(document, indent=2))
     else:
         print(render.text(plan, calibration))
+        if parts:
+            print("\n" + render_split.text(plan, parts, rows))
     return 0 if plan.cheapest is not None or plan.cpu.meets else EXIT_NO_CARD
 
 

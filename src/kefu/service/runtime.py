@@ -18,12 +18,13 @@ from kefu.fastpath.hours import ServiceHours
 from kefu.knowledge.embedder import Vectors
 from kefu.limits.admission import Admission, Hold, Ticket
 from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
-from kefu.observe.metrics import LoadSnapshot
+from kefu.observe.metrics import GroupLoad, LoadSnapshot
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
 from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
 from kefu.service.first_prompt import read_a_first_prompt
+from kefu.service.groups import Group, Groups
 from kefu.service.handoff import availability, waiting_plan
 from kefu.service.outbound import Outbound
 from kefu.service.plan import Plan
@@ -78,6 +79,9 @@ class Runtime:
     prompts: ThreadPoolExecutor = field(init=False)
     # Summaries of long conversations, built after the reply (--memory summary).
     memory: MemoryKeeper = field(init=False)
+    # The model groups, each an engine with its own admission; the default one's are
+    # ``engine`` (or the default pool of it) and ``admission``.
+    groups: Groups = field(init=False)
 
     def __post_init__(self) -> None:
         self.prompts = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kefu-prompt")
@@ -94,7 +98,24 @@ class Runtime:
         self.memory = MemoryKeeper(
             engine=self.engine, store=self.store, policy=policy, settled=self.settled
         )
-        self.observer = Observer(self.load_snapshot)  # reads the load, memory included
+        self.groups = Groups.of(
+            self.engine, self.admission, self._admission_like, settings.unknown_model
+        )
+        self.observer = Observer(self.load_snapshot)  # reads the load, memory and groups
+
+    def _admission_like(self, slots: int | None) -> Admission:
+        """Another group's admission, built as the default group's (``slots`` None: as
+        many as it has)."""
+        default = self.admission
+        return Admission(
+            slots=slots or default.slots,
+            max_waiting=default.max_waiting,
+            timeout=default.timeout,
+            ttft_slo=default.ttft_slo,
+            policy=default.policy,
+            shadow=default.shadow,
+            quantile=default.outcomes.quantile,
+        )
 
     async def build_prompt(self, build: Callable[[], T]) -> T:
         """Run ``build`` on a prompt thread: tokenizing a long conversation takes
@@ -115,6 +136,10 @@ class Runtime:
             ready=self.ready,
             memory=self.memory.work(),
             admission=self.admission,
+            groups=tuple(
+                GroupLoad(g.name, g.admission.running, g.admission.waiting, g.admission.refused)
+                for g in self.groups
+            ),
         )
 
     def count_asked(self, entry_id: str) -> None:
@@ -235,14 +260,15 @@ class Runtime:
         """Ready for every kind of request: the model, and the fast path unless it is off."""
         return self.ready and (self.fast_path is not None or not self.settings.fast_path)
 
-    def check_ready(self) -> None:
+    def check_ready(self, group: Group | None = None) -> None:
         if self.load_error is not None:
             raise EngineNotReady(f"the engine failed to start: {self.load_error}", retry_after=30)
         if not self.ready:
             raise EngineNotReady("the model is still loading; retry in a moment", retry_after=2)
         # A pool of remote engines whose every breaker is open: a 503 now, before the
         # response starts, rather than an error event inside a 200 stream.
-        if not getattr(self.engine, "accepting", True):
+        engine = self.engine if group is None else group.engine
+        if not getattr(engine, "accepting", True):
             raise EngineUnavailable(
                 "every engine is down or tripped; retry shortly",
                 retry_after=self.settings.breaker_cooldown,
@@ -250,16 +276,21 @@ class Runtime:
 
     @asynccontextmanager
     async def admitted(
-        self, timeline: Timeline, ticket: Ticket, unread: int | None = None
+        self,
+        timeline: Timeline,
+        ticket: Ticket,
+        unread: int | None = None,
+        group: Group | None = None,
     ) -> AsyncIterator[Hold]:
-        """Hold an engine slot, for the request ``ticket`` let through the door, whose
-        prompt leaves ``unread`` tokens to read; fails fast with Overloaded or QueueFull,
-        or QueueTimeout after waiting. The hold goes to ``generate``, which reports its
-        first token."""
-        self.check_ready()
+        """Hold an engine slot of ``group`` (default: the default group), for the request
+        ``ticket`` let through its door, whose prompt leaves ``unread`` tokens to read;
+        fails fast with Overloaded or QueueFull, or QueueTimeout after waiting. The hold
+        goes to ``generate``, which reports its first token."""
+        group = group or self.groups.default
+        self.check_ready(group)
         timeline.mark("admitted")
         received = timeline.marks["received"]
-        async with self.admission.slot(ticket, tokens=unread, received=received) as hold:
+        async with group.admission.slot(ticket, tokens=unread, received=received) as hold:
             if hold.judgement is not None:
                 timeline.outcome.predicted_ttft = hold.judgement.predicted
             yield hold
@@ -267,17 +298,20 @@ class Runtime:
     async def generate(
         self, request: GenerationRequest, timeline: Timeline, hold: Hold
     ) -> AsyncGenerator[GenerationEvent, None]:
-        """Engine events for a request that holds ``hold``, an admission slot; marks the
-        timeline and tells admission when the first token came."""
+        """Engine events for a request that holds ``hold``, an admission slot of its group;
+        marks the timeline and tells admission when the first token came."""
+        group = self.groups.get(request.group)
+        timeline.outcome.group = group.name
+        admission = group.admission
         try:
-            async with aclosing(self.engine.generate(request)) as events:
+            async with aclosing(group.engine.generate(request)) as events:
                 async for event in events:
                     if isinstance(event, Finished):
                         timeline.mark_engine(event.timings)
                         timeline.finished(event.usage, event.finish_reason)
                         timeline.routed(event.routed)
                     else:
-                        self.admission.first_token(hold)
+                        admission.first_token(hold)
                     yield event
         except KefuError as exc:
             timeline.outcome.error = exc.code

@@ -34,6 +34,8 @@ class Outcome:
     usage: Usage | None = None
     finish_reason: str | None = None
     error: str | None = None  # the KefuError code, when the request failed
+    # The model group that answered (or failed) an LLM request.
+    group: str | None = None
     # A pool of remote engines: which engine answered (or failed), and why it was chosen.
     engine: str | None = None
     route_reason: str | None = None
@@ -84,11 +86,13 @@ class Timeline:
             self.outcome.attempts = routed.attempts
 
     def routing(self) -> dict[str, str | int] | None:
-        """The ``routed`` entry of a reply from a pool: engine, why, and attempts."""
+        """The ``routed`` entry of a reply from a pool: its group, engine, why, and
+        attempts."""
         outcome = self.outcome
         if outcome.engine is None:
             return None
         return {
+            "group": outcome.group or "",
             "engine": outcome.engine,
             "why": outcome.route_reason or "",
             "attempts": outcome.attempts,

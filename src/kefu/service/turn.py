@@ -42,6 +42,7 @@ from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.service.busy import TurnBusy, busy_answer
 from kefu.service.context import BuiltContext, build_context
+from kefu.service.groups import Group, turn_intent
 from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
 from kefu.service.session_events import SessionEvent
@@ -165,6 +166,7 @@ async def run_turn(
 
         plan: Plan | None = None
         ticket: Ticket | None = None
+        group = runtime.groups.default
         try:
             if session is not None and session.state == "handoff":
                 plan = runtime.handoff_waiting(read.lang)
@@ -198,12 +200,18 @@ async def run_turn(
                         runtime.memory.turn_ended(session_id, turn_number, 0)
                 return
 
-            runtime.check_ready()
+            if plan is not None and fast_path is not None and len(runtime.groups) > 1:
+                intent = turn_intent(plan.routing, fast_path.router, read.lang)
+                group = runtime.groups.for_intent(intent)
+                if ticket is not None and group is not runtime.groups.default:
+                    runtime.admission.release(ticket)  # the second look's, not this group's
+                    ticket = None
+            runtime.check_ready(group)
             if ticket is None:
                 try:
                     # Before the memory is read and the prompt built: a refusal costs a
                     # millisecond.
-                    ticket = runtime.admission.check()
+                    ticket = group.admission.check()
                 except (Overloaded, QueueFull) as exc:
                     yield _busy(
                         runtime, exc, None if is_new else session_id, read.lang, plan, timeline
@@ -233,6 +241,7 @@ async def run_turn(
                     owner=owner,
                     memory=memory_block(memory),
                     ticket=ticket,
+                    group=group,
                 )
                 async with aclosing(generation) as events:
                     async for event in events:
@@ -248,7 +257,7 @@ async def run_turn(
                     runtime.memory.turn_ended(session_id, turn_number, covered)
         finally:
             if ticket is not None:
-                runtime.admission.release(ticket)  # nothing once its slot took it
+                group.admission.release(ticket)  # nothing once its slot took it
 
 
 def _busy(
@@ -373,33 +382,36 @@ async def _answer_by_llm(
     timeline: Timeline,
     owner: str | None,
     ticket: Ticket,
+    group: Group,
     memory: str = "",
 ) -> AsyncGenerator[TurnEvent, None]:
     settings = runtime.settings
     timeline.outcome.tier = "llm"
     routing = plan.routing if plan is not None else GENERAL
     passages = plan.passages if plan is not None else ()
-    max_tokens = min(settings.max_tokens, runtime.engine.context_window // 2)
+    engine = group.engine
+    max_tokens = min(settings.max_tokens, engine.context_window // 2)
     build = partial(
         build_context,
         persona=settings.persona,
         knowledge=[(hit.entry.question, hit.entry.answer) for hit in passages],
         history=history,
         message=message,
-        tokenizer=runtime.engine,
-        budget=runtime.engine.context_window - max_tokens,
+        tokenizer=engine,
+        budget=engine.context_window - max_tokens,
         memory=memory,
     )
     # On a prompt thread: the trimming may tokenize it repeatedly.
-    context, unread = await runtime.build_prompt(lambda: _counted(build(), runtime.engine))
+    context, unread = await runtime.build_prompt(lambda: _counted(build(), engine))
     timeline.mark("context_built")
     request = GenerationRequest(
         messages=context.messages,
         sampling=SamplingParams(max_tokens=max_tokens, temperature=settings.temperature),
         request_id=session_id,
         routing_key=session_id,
+        group=group.name,
     )
-    async with runtime.admitted(timeline, ticket, unread) as hold:
+    async with runtime.admitted(timeline, ticket, unread, group) as hold:
         yield TurnStarted(session_id)
         parts: list[str] = []
         outcome = "cancelled"
@@ -410,7 +422,7 @@ async def _answer_by_llm(
                 async for event in events:
                     if isinstance(event, Finished):
                         finished = event
-                    else:
+                    elif event.text:  # a remote engine's delta may be all else (reasoning)
                         parts.append(event.text)
                         yield TurnToken(event.text)
             if finished is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -19,7 +18,10 @@ class PoolSettings(SettingsGroup):
     engines_file: Path | None = Field(
         None,
         description="TOML file of remote engines, one [[engine]] table each with url and "
-        "optionally model, api_key and name; added to those --engine names.",
+        "optionally model, api_key, name and group (the model group it serves: /chat sends "
+        "an LLM turn to the group of its intent, /v1 a request to the group of its model), "
+        "and optionally a [group.NAME] table per group with intents and parallel; added to "
+        "those --engine names (group default). See docs/ARCHITECTURE.md, Model groups.",
     )
     engine_model: tuple[str, ...] = Field(
         (),
@@ -30,6 +32,12 @@ class PoolSettings(SettingsGroup):
         (),
         description="Bearer key for each engine URL, in the same order (one key: all of them; "
         "env: separated by commas).",
+    )
+    unknown_model: Literal["default", "reject"] = Field(
+        "default",
+        description="A /v1 request for a model no group serves (by its engines' model name "
+        "or the group's name): 'default' answers it with the default group, as one model "
+        "answers every name; 'reject' answers 404 in the OpenAI error envelope.",
     )
     routing: Literal["affinity", "least-load", "round-robin"] = Field(
         "affinity",
@@ -85,18 +93,17 @@ class PoolSettings(SettingsGroup):
     def _engines_file_reads(cls, value: Path | None) -> Path | None:
         if value is None:
             return None
-        try:
-            with value.open("rb") as f:
-                tables = tomllib.load(f).get("engine")
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"cannot read {value}: {exc}") from None
-        if not isinstance(tables, list) or not tables:
-            raise ValueError(f"{value} has no [[engine]] tables")
-        for table in tables:
-            url = table.get("url") if isinstance(table, dict) else None
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ValueError(f"{value}: every [[engine]] needs an http(s) url")
-            unknown = set(table) - {"url", "model", "api_key", "name"}
+        from typing import get_args
+
+        from kefu.engine.engines_file import read_engines_file
+        from kefu.fastpath.router import Intent
+
+        known = get_args(Intent)
+        for spec in read_engines_file(value).groups.values():  # its ValueError says what
+            unknown = [i for i in spec.intents if i not in known and i != spec.name]
             if unknown:
-                raise ValueError(f"{value}: unknown engine keys {sorted(unknown)}")
+                raise ValueError(
+                    f"{value}: [group.{spec.name}] intents {unknown} are not the router's; "
+                    f"it finds {', '.join(known)}"
+                )
         return value

@@ -1,34 +1,57 @@
-"""Wire models of the OpenAI chat-completions API (the subset kefu serves).
+"""Wire models of the OpenAI chat-completions API.
 
-Unknown request fields are accepted, as clients send many: the embedded engine ignores
-them, a remote engine receives them as they came. Known fields are strict, as OpenAI's
-are and as the document says: ``"5"``, ``5.0`` or ``true`` is not a max_tokens.
+Known fields are strict where kefu reads them, as OpenAI's are and as the document says:
+``"5"``, ``5.0`` or ``true`` is not a max_tokens. Everything else is accepted and kept: a
+remote engine receives the request's other fields (tools, tool_choice, response_format,
+logprobs...) and its messages (tool calls, tool results, image parts) as they came, and
+its replies' fields come back the same way (``extra="allow"`` on the response models). The
+embedded engine refuses what it cannot honour (``serving.unsupported_field``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MessageRole = Literal["system", "developer", "user", "assistant", "tool"]
 
 
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    type: Literal["text"]
-    text: str
+class ContentPart(BaseModel):
+    """A part of a message's content: text kefu reads, anything else (an image, audio,
+    a file) passed on to a remote engine as it came."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: str
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> ContentPart:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text part needs 'text', a string")
+        return self
 
 
 class RequestMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart] | None = None
+    model_config = ConfigDict(extra="allow", strict=True)
+    role: MessageRole
+    content: str | list[ContentPart] | None = None
 
     def text(self) -> str:
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(part.text for part in self.content)
+        """The message's text: what kefu counts and routes on. An assistant's tool calls
+        count as their JSON (the engine reads them too); other parts count nothing."""
+        content = self.content
+        text = (
+            ""
+            if content is None
+            else content
+            if isinstance(content, str)
+            else "".join(part.text or "" for part in content if part.type == "text")
+        )
+        if self.model_extra and "tool_calls" in self.model_extra:
+            text += json.dumps(self.model_extra["tool_calls"], ensure_ascii=False)
+        return text
 
 
 class StreamOptions(BaseModel):
@@ -66,15 +89,19 @@ class ChatCompletionRequest(BaseModel):
 
 
 class ResponseMessage(BaseModel):
+    # A remote engine's other message fields (tool_calls, refusal...) are kept.
+    model_config = ConfigDict(extra="allow")
     role: Literal["assistant"] = "assistant"
-    content: str
+    # None when the reply is tool calls only, as OpenAI's is.
+    content: str | None
 
 
 class Choice(BaseModel):
+    model_config = ConfigDict(extra="allow")
     index: int = 0
     message: ResponseMessage
     finish_reason: str
-    logprobs: None = None
+    logprobs: Any = None  # a remote engine's, as it sent them
 
 
 class PromptTokensDetails(BaseModel):
@@ -89,6 +116,7 @@ class UsageInfo(BaseModel):
 
 
 class ChatCompletion(BaseModel):
+    model_config = ConfigDict(extra="allow")
     id: str
     object: Literal["chat.completion"] = "chat.completion"
     created: int
@@ -98,17 +126,20 @@ class ChatCompletion(BaseModel):
 
 
 class Delta(BaseModel):
+    model_config = ConfigDict(extra="allow")
     role: Literal["assistant"] | None = None
     content: str | None = None
 
 
 class ChunkChoice(BaseModel):
+    model_config = ConfigDict(extra="allow")
     index: int = 0
     delta: Delta
     finish_reason: str | None = None
 
 
 class ChatCompletionChunk(BaseModel):
+    model_config = ConfigDict(extra="allow")
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int

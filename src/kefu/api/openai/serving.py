@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from typing import Any
 
+from kefu.api.openai.assemble import Assembled
+from kefu.api.openai.passing import refuse_unsupported, wire_message
 from kefu.api.openai.protocol import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -29,46 +33,77 @@ from kefu.engine.base import (
     SamplingParams,
     TokenDelta,
     Usage,
+    passes_fields,
     unread_tokens,
 )
 from kefu.errors import ContextLengthExceeded, EngineError
+from kefu.service.groups import Group
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 
+# The roles kefu counts a message's text as (a tool's result is input the model reads).
 ROLES: dict[str, Role] = {
     "system": "system",
     "developer": "system",
     "user": "user",
     "assistant": "assistant",
+    "tool": "user",
 }
 
 
 def list_models(runtime: Runtime) -> ModelList:
-    engine = runtime.engine
-    card = ModelCard(
-        id=engine.model_id,
-        created=int(runtime.started_at),
-        meta={"context_window": engine.context_window},
-    )
-    return ModelList(data=[card])
+    """A card per model group: the model its engines serve (the group's name where another
+    group serves the same model), the name a request asks for it by."""
+    cards = []
+    for group in runtime.groups:
+        engine = group.engine
+        shared = any(
+            other is not group and other.engine.model_id == engine.model_id
+            for other in runtime.groups
+        )
+        meta: dict[str, Any] = {"context_window": engine.context_window, "group": group.name}
+        if group.intents:
+            meta["intents"] = list(group.intents)
+        cards.append(
+            ModelCard(
+                id=group.name if shared else engine.model_id,
+                created=int(runtime.started_at),
+                meta=meta,
+            )
+        )
+    return ModelList(data=cards)
 
 
 async def checked_request(
-    runtime: Runtime, request: ChatCompletionRequest, request_id: str
+    runtime: Runtime, request: ChatCompletionRequest, request_id: str, group: Group
 ) -> tuple[GenerationRequest, int]:
     """``generation_request`` on a prompt thread, as /chat builds its context: counting a
     conversation's tokens takes milliseconds the loop's other requests would wait for."""
-    return await runtime.build_prompt(lambda: generation_request(runtime, request, request_id))
+    return await runtime.build_prompt(
+        lambda: generation_request(runtime, request, request_id, group)
+    )
 
 
 def generation_request(
-    runtime: Runtime, request: ChatCompletionRequest, request_id: str
+    runtime: Runtime, request: ChatCompletionRequest, request_id: str, group: Group
 ) -> tuple[GenerationRequest, int]:
     """Check the request against the model's window and fill in defaults; with it, the
-    prompt's tokens the engine will have to read (admission judges the prompt by them)."""
+    prompt's tokens the engine will have to read (admission judges the prompt by them).
+    A remote engine gets the messages and the fields kefu does not read as they came; the
+    embedded engine refuses what it cannot honour (``passing.py``)."""
+    engine = group.engine
+    passing = passes_fields(engine)
+    if not passing:
+        refuse_unsupported(request)
     messages = [ChatMessage(ROLES[m.role], m.text()) for m in request.messages]
-    prompt_tokens = runtime.engine.count_chat_tokens(messages)
-    window = runtime.engine.context_window
+    prompt_tokens = engine.count_chat_tokens(messages)
+    extra = request.model_extra or {}
+    if passing and extra.get("tools"):
+        # The engine reads the tools' schemas too; their JSON is about what they cost.
+        prompt_tokens += engine.count_chat_tokens(
+            [ChatMessage("system", json.dumps(extra["tools"], ensure_ascii=False))]
+        )
+    window = engine.context_window
     if prompt_tokens >= window:
         raise ContextLengthExceeded(
             f"the messages are {prompt_tokens} tokens; this model's context window is "
@@ -83,14 +118,18 @@ def generation_request(
         stop=tuple(request.stop_list()),
         seed=request.seed,
     )
+    if request.user is not None:
+        extra = extra | {"user": request.user}
     generation = GenerationRequest(
         messages=messages,
         sampling=sampling,
         request_id=request_id,
         routing_key=conversation_key(messages),
-        extra=request.model_extra or {},
+        extra=extra,
+        wire_messages=[wire_message(m) for m in request.messages] if passing else None,
+        group=group.name,
     )
-    return generation, unread_tokens(runtime.engine, messages, prompt_tokens)
+    return generation, unread_tokens(engine, messages, prompt_tokens)
 
 
 def conversation_key(messages: list[ChatMessage]) -> str:
@@ -120,21 +159,22 @@ def usage_info(usage: Usage) -> UsageInfo:
 async def create_completion(
     runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
 ) -> ChatCompletion:
+    group = runtime.groups.for_model(request.model)
     # Before the prompt is counted: a refusal costs ~nothing.
-    with runtime.admission.door() as ticket:
+    with group.admission.door() as ticket:
         completion_id = new_completion_id()
-        generation, unread = await checked_request(runtime, request, completion_id)
+        generation, unread = await checked_request(runtime, request, completion_id, group)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
-        parts: list[str] = []
+        reply = Assembled()
         finished: Finished | None = None
         async with (
-            runtime.admitted(timeline, ticket, unread) as hold,
+            runtime.admitted(timeline, ticket, unread, group) as hold,
             aclosing(runtime.generate(generation, timeline, hold)) as events,
         ):
             async for event in events:
                 if isinstance(event, TokenDelta):
-                    parts.append(event.text)
+                    reply.add(event.text, event.fields)
                 else:
                     finished = event
     if finished is None:
@@ -143,32 +183,36 @@ async def create_completion(
     return ChatCompletion(
         id=completion_id,
         created=int(time.time()),
-        model=request.model or runtime.engine.model_id,
+        model=request.model or group.engine.model_id,
         choices=[
             Choice(
-                message=ResponseMessage(content="".join(parts)),
+                message=ResponseMessage(content=reply.content, **reply.message_fields()),
                 finish_reason=finished.finish_reason,
+                **reply.choice,
             )
         ],
         usage=usage_info(finished.usage),
+        **reply.chunk,
     )
 
 
 async def stream_completion(
     runtime: Runtime, request: ChatCompletionRequest, timeline: Timeline
 ) -> AsyncGenerator[ChatCompletionChunk, None]:
-    """Chunks as OpenAI sends them: role, content deltas, finish, then usage if asked.
+    """Chunks as OpenAI sends them: role, deltas (text, or a remote engine's tool-call
+    fragments and other fields, each as it came), finish, then usage if asked.
 
     Admission happens before the first chunk, so a full queue is still a 503.
     """
+    group = runtime.groups.for_model(request.model)
     # Before the prompt is counted: a refusal costs ~nothing.
-    with runtime.admission.door() as ticket:
+    with group.admission.door() as ticket:
         completion_id = new_completion_id()
-        generation, unread = await checked_request(runtime, request, completion_id)
+        generation, unread = await checked_request(runtime, request, completion_id, group)
         timeline.outcome.tier = "llm"
         timeline.mark("context_built")
         created = int(time.time())
-        model = request.model or runtime.engine.model_id
+        model = request.model or group.engine.model_id
 
         def chunk(delta: Delta, finish_reason: str | None = None) -> ChatCompletionChunk:
             return ChatCompletionChunk(
@@ -178,12 +222,27 @@ async def stream_completion(
                 choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
             )
 
-        async with runtime.admitted(timeline, ticket, unread) as hold:
+        async with runtime.admitted(timeline, ticket, unread, group) as hold:
             yield chunk(Delta(role="assistant", content=""))
             async with aclosing(runtime.generate(generation, timeline, hold)) as events:
                 async for event in events:
                     if isinstance(event, TokenDelta):
-                        yield chunk(Delta(content=event.text))
+                        fields = event.fields
+                        if fields is None:
+                            yield chunk(Delta(content=event.text))
+                            continue
+                        yield ChatCompletionChunk(
+                            id=completion_id,
+                            created=created,
+                            model=model,
+                            choices=[
+                                ChunkChoice(
+                                    delta=Delta(content=event.text or None, **fields.delta),
+                                    **fields.choice,
+                                )
+                            ],
+                            **fields.chunk,
+                        )
                         continue
                     yield chunk(Delta(), event.finish_reason)
                     if request.stream_options and request.stream_options.include_usage:
