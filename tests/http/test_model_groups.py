@@ -124,5 +124,10 @@ async def test_a_full_group_refuses_and_the_other_answers(
         shop.orders.gate.set()
         assert (await held).status_code == 200
         metrics = (await client.get("/metrics")).text
+        groups = (await client.get("/ready")).json()["groups"]
+    assert groups["orders"]["refused"]["queue_full"] == 1
+    assert groups["orders"]["refusals"]["with_free_slot"] == 0
+    assert groups["default"]["refused"]["queue_full"] == 0
+    assert groups["orders"]["policy"] == "queue"
     assert 'kefu_group_refusals_total{group="orders",reason="queue_full"} 1.0' in metrics
     assert 'kefu_group_refusals_total{group="default",reason="queue_full"} 0.0' in metrics

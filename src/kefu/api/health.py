@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from kefu.limits.admission import Admission
 from kefu.limits.rates import PromptReading
 from kefu.service.runtime import Runtime
 
@@ -27,14 +28,7 @@ async def ready(request: Request) -> JSONResponse:
         "error": error,
         "model": runtime.engine.model_id,
         "engine": asdict(runtime.engine.stats()),
-        "admission": {
-            "running": runtime.admission.running,
-            "waiting": runtime.admission.waiting,
-            "reading": runtime.admission.reading,
-            "prompt_reading": prompt_reading(runtime.admission.rate.reading),
-            "refused": dict(runtime.admission.refused),
-        }
-        | runtime.admission.report(),
+        "admission": admission_state(runtime.admission),
         # What requests hold while they run: all back to idle levels once they are over
         # (benchmarks/disconnect_storm.py and soak.py watch these).
         "held": {
@@ -44,6 +38,8 @@ async def ready(request: Request) -> JSONResponse:
             "tasks": len(asyncio.all_tasks()),
         },
     }
+    if len(runtime.groups) > 1:  # model groups: each has its own admission
+        body["groups"] = {g.name: admission_state(g.admission) for g in runtime.groups}
     fast_path = runtime.fast_path
     if fast_path is not None:
         body["knowledge_base"] = {
@@ -59,6 +55,17 @@ routes = [
     Route("/health", health, methods=["GET"]),
     Route("/ready", ready, methods=["GET"]),
 ]
+
+
+def admission_state(admission: Admission) -> dict[str, object]:
+    """What an admission holds now, measures, predicted against what happened, refused."""
+    return {
+        "running": admission.running,
+        "waiting": admission.waiting,
+        "reading": admission.reading,
+        "prompt_reading": prompt_reading(admission.rate.reading),
+        "refused": dict(admission.refused),
+    } | admission.report()
 
 
 def prompt_reading(reading: PromptReading) -> dict[str, float]:

@@ -112,6 +112,9 @@ class ReadyOut(BaseModel):
     model: str
     engine: dict[str, Any]
     admission: AdmissionOut
+    groups: dict[str, AdmissionOut] | None = Field(
+        None, description="With model groups: each group's own admission, by group name"
+    )
     knowledge_base: dict[str, Any] | None = None
 
 
