@@ -73,13 +73,20 @@ request = function()
   local body = '{"message": "' .. text .. '"}'
   return wrk.format("POST", "/chat", {["Content-Type"] = "application/json"}, body)
 end
+threads = {}
+setup = function(thread) table.insert(threads, thread) end
 statuses = {}
 response = function(status, headers, body)
   statuses[status] = (statuses[status] or 0) + 1
 end
+-- Each thread counts in its own Lua state; done() sums what they counted.
 done = function(summary, latency, requests)
+  local totals = {}
+  for _, thread in ipairs(threads) do
+    for s, n in pairs(thread:get("statuses")) do totals[s] = (totals[s] or 0) + n end
+  end
   local parts = {}
-  for s, n in pairs(statuses) do parts[#parts + 1] = string.format('"%%d": %%d', s, n) end
+  for s, n in pairs(totals) do parts[#parts + 1] = string.format('"%%d": %%d', s, n) end
   io.write("STATUSES {" .. table.concat(parts, ", ") .. "}\n")
 end
 """
