@@ -48,6 +48,16 @@ from kefu.knowledge.entries import answer_key
 from kefu.knowledge.second_look import E5Transformer
 
 KBS = Path(__file__).parent / "data" / "kbs"
+# The shop FAQs made from public sets by ``public_kbs.py`` (not kept in git).
+PUBLIC = Path(__file__).parent / "data" / "public"
+
+
+def kb_dir(name: str) -> Path:
+    """A team KB under ``data/kbs``, else a public set under ``data/public``."""
+    own = KBS / name
+    return own if own.exists() or not (PUBLIC / name).exists() else PUBLIC / name
+
+
 CALIBRATION_WAIT = 600.0
 CONCURRENCY = 4
 
@@ -117,11 +127,11 @@ async def ask_all(url: str, rows: Sequence[Row]) -> tuple[dict[str, Any], float,
 
 
 def run_kb(name: str, k: int, flags: Sequence[str], split: str = "test") -> Result:
-    kb_dir = KBS / name
-    kb_file = kb_dir / ("kb.csv" if k == 1 else f"kb{k}.csv")
-    base = {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(kb_dir / "kb.csv")}
+    folder = kb_dir(name)
+    kb_file = folder / ("kb.csv" if k == 1 else f"kb{k}.csv")
+    base = {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(folder / "kb.csv")}
     answers = base | {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(kb_file)}
-    rows = load_rows(kb_dir, base, split)
+    rows = load_rows(folder, base, split)
     with tempfile.TemporaryDirectory(prefix="kefu-kbq-") as tmp:
         data_dir = Path(tmp)
         subprocess.run(
@@ -167,7 +177,7 @@ def peer_coverage(
 
 
 def report(result: Result, model: E5Transformer, promised: float) -> dict[str, Any]:
-    kb_file = KBS / result.name / ("kb.csv" if result.k == 1 else f"kb{result.k}.csv")
+    kb_file = kb_dir(result.name) / ("kb.csv" if result.k == 1 else f"kb{result.k}.csv")
     failed = sum(reply.error is not None for reply in result.replies)
     pairs = list(zip(result.rows, result.replies, strict=True))
     paraphrases = sum(row.kind == "paraphrase" for row in result.rows)
