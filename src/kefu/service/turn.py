@@ -340,6 +340,8 @@ async def _answer_fast(
             plan.routing,
             plan.source,
         )
+        if runtime.fast_path is not None and plan.tier == "faq":
+            runtime.fast_path.after_reply(message, plan, runtime.spawn)
     finally:
         if not stored:
             runtime.write_behind(
@@ -440,6 +442,8 @@ async def _answer_by_llm(
                 )
             # Only an answer that rests on nothing the customer said before is reusable.
             fast_path = runtime.fast_path
+            if fast_path is not None and plan is not None and outcome == "stop":
+                fast_path.after_reply(message, plan, runtime.spawn)
             vector = plan.vector if plan is not None else None
             if (
                 first_turn
