@@ -172,15 +172,53 @@ def peer(messages: Sequence[Message], precision: float) -> float:
     return peer_coverage(cosine, good, paraphrases, precision)[0]
 
 
-def own_model(seen: Seen, target: float, extra: Sequence[tuple[Label, list[Scored]]] = ()) -> Model:
+def own_model(
+    seen: Seen,
+    target: float,
+    extra: Sequence[tuple[Label, list[Scored]]] = (),
+    judge_error: float = 0.0,
+) -> Model:
     labels = [*seen.own, *(label for label, _ in extra)]
     scored = [s for group in seen.own_scored for s in group] + [s for _, g in extra for s in g]
     counts: dict[str, int] = {}
     for label in labels:
         counts[label.source] = counts.get(label.source, 0) + 1
     return Model.fitted(
-        "", target, [s.probability for s in scored], [s.right for s in scored], counts
+        "",
+        target,
+        [s.probability for s in scored],
+        [s.right for s in scored],
+        counts,
+        judged=[s.judged for s in scored],
+        judge_error=judge_error,
     )
+
+
+# A judge whose measured error reaches this is no judge: its verdicts are not used.
+USELESS = 0.4
+JUDGE_CHECKS = 50  # of each kind: a phrasing with its own answer, with another answer
+
+
+def judge_error(seen: Seen, judge: Judge, seed: int) -> tuple[float, int, int]:
+    """How often the judge is wrong on the knowledge base's own phrasings, whose answer
+    is known (each with its own answer, and with another): the upper Clopper-Pearson
+    bound of its error rate, with the counts it rests on."""
+    answers = next((m.question for ms in seen.splits.values() for m in ms), {})
+    phrasings = [label for label in seen.own if label.source == "phrasing" and label.right]
+    rng = random.Random(seed)
+    rng.shuffle(phrasings)
+    agreed = asked = 0
+    for label in phrasings[:JUDGE_CHECKS]:
+        assert label.right is not None
+        other = rng.choice([key for key in answers if key != label.right])
+        message = Message(label.text, "phrasing", label.right, [], None, answers)
+        for answer in (label.right, other):
+            said = judge(message, answer)
+            asked += 1
+            agreed += said is not None and said == (answer == label.right)
+    if not asked:
+        return USELESS, 0, 0
+    return 1.0 - precision_lower_bound(agreed, asked), agreed, asked
 
 
 # ---- the judges ------------------------------------------------------------------------
@@ -222,6 +260,10 @@ def smollm() -> Judge:
 
 
 def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
+    error, agreed, checked = judge_error(seen, judge, seed)
+    lines = [f"  the judge agreed with {agreed} of {checked} known labels: error <= {error:.3f}"]
+    if error >= USELESS:
+        lines.append("  its verdicts are not used")
     traffic = [m for split in ("dev", "traffic", "test") for m in seen.splits.get(split, [])]
     random.Random(seed).shuffle(traffic)
     judging = Judging(seed)
@@ -230,7 +272,6 @@ def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
     total = Figures(0, 0, 0)
     window = Figures(0, 0, 0)
     judgments = 0
-    lines = []
     for i, message in enumerate(traffic, 1):
         threshold = model.threshold(target)
         chosen = served(message, threshold)
@@ -243,7 +284,7 @@ def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
             asked = [chosen.answer] if judging.check_served(chosen.answer) else []
         else:  # the LLM answered with the candidates among its passages
             asked = list(dict.fromkeys(c.answer for c in message.found))
-        for answer in asked:
+        for answer in asked if error < USELESS else ():
             said = judge(message, answer)
             judgments += 1
             if said is None:
@@ -264,7 +305,7 @@ def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
                 f"{point.source:>6}  {len(extra):6d}  {judgments:6d}"
             )
             window = Figures(0, 0, 0)
-            model = own_model(seen, target, extra)
+            model = own_model(seen, target, extra, error)
     return lines
 
 

@@ -50,6 +50,12 @@ def register(
         f"DATA_DIR/{MODEL_FILE}, where a running server picks it up.",
     )
     calibrate.add_argument(
+        "--judge-error",
+        type=float,
+        default=float(os.environ.get("KEFU_JUDGE_ERROR", "0.1")),
+        help="as the server's --judge-error (KEFU_JUDGE_ERROR)",
+    )
+    calibrate.add_argument(
         "--faq-precision",
         type=float,
         default=float(os.environ.get("KEFU_FAQ_PRECISION", "0.95")),
@@ -71,7 +77,9 @@ def run_calibrate(args: argparse.Namespace, kb: KnowledgeBase, data_dir: Path) -
     from kefu.knowledge.second_look import E5Transformer
 
     look = SecondLook(E5Transformer(), data_dir / SECOND_LOOK_FILE)
-    model = calibrate_kb(kb, look, args.faq_precision, data_dir, progress=args.progress)
+    model = calibrate_kb(
+        kb, look, args.faq_precision, data_dir, progress=args.progress, judge_error=args.judge_error
+    )
     model.save(data_dir / MODEL_FILE)
     print(describe(model))
     return 0
@@ -98,6 +106,7 @@ def calibrate_kb(
     data_dir: Path,
     *,
     progress: Callable[[str], Progress],
+    judge_error: float = 0.0,
 ) -> Model:
     """The whole fit in this thread: the guard's reading of the entries, the second
     look's vectors of their questions, then every label."""
@@ -117,7 +126,7 @@ def calibrate_kb(
         # The server's background fit does exactly this: the same evidence.
         scored += [observe(kb, look, label, v) for label, v in zip(chunk, vectors, strict=True)]
         show(len(scored), len(labels))
-    return fit(labels, scored, target, prints)
+    return fit(labels, scored, target, prints, judge_error)
 
 
 def run_stats(args: argparse.Namespace, kb: KnowledgeBase, data_dir: Path) -> int:

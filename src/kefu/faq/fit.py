@@ -30,6 +30,7 @@ class Scored:
 
     probability: float
     right: bool
+    judged: bool = False  # a judge's verdict, which may err
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ def judged(label: Label, found: Sequence[Candidate]) -> list[Scored]:
     for candidate in found:
         right = label.verdict(candidate.answer)
         if right is not None:
-            scored.append(Scored(candidate.probability, right))
+            scored.append(Scored(candidate.probability, right, label.source == "judge"))
     return scored
 
 
@@ -86,9 +87,14 @@ def observe(
 
 
 def fit(
-    labels: Sequence[Label], scored: Sequence[Sequence[Scored]], target: float, fingerprint: str
+    labels: Sequence[Label],
+    scored: Sequence[Sequence[Scored]],
+    target: float,
+    fingerprint: str,
+    judge_error: float = 0.0,
 ) -> Model:
-    """The model these labels support; ``scored[i]`` are ``labels[i]``'s candidates."""
+    """The model these labels support; ``scored[i]`` are ``labels[i]``'s candidates;
+    ``judge_error``: the rate at which the judge's verdicts are taken to err."""
     flat = [s for candidates in scored for s in candidates]
     counts: dict[str, int] = dict(Counter(label.source for label in labels))
     return Model.fitted(
@@ -97,4 +103,6 @@ def fit(
         [s.probability for s in flat],
         [s.right for s in flat],
         counts,
+        judged=[s.judged for s in flat],
+        judge_error=judge_error,
     )

@@ -108,6 +108,15 @@ class Step:
     threshold: float
     labelled: int
     right: int
+    judged: int = 0  # of them, labelled by a judge (which may err), not known for sure
+
+    def bound(self, confidence: float, judge_error: float) -> float:
+        """The lower bound of precision, a judge's errors taken out: a judge wrong at
+        rate e makes an observed share q of a true share t = (q - e) / (1 - 2e); with a
+        mix, the judged share of the labels is corrected, the rest is not."""
+        observed = precision_lower_bound(self.right, self.labelled, confidence)
+        share = judge_error * self.judged / max(self.labelled, 1)
+        return min(max((observed - share) / (1.0 - 2.0 * share), 0.0), 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,27 +138,40 @@ class Curve:
     steps: tuple[Step, ...]
 
     @classmethod
-    def of(cls, probabilities: Sequence[float], right: Sequence[bool]) -> Curve:
-        order = sorted(zip(probabilities, right, strict=True), key=lambda pr: -pr[0])
+    def of(
+        cls,
+        probabilities: Sequence[float],
+        right: Sequence[bool],
+        judged: Sequence[bool] | None = None,
+    ) -> Curve:
+        flags = judged if judged is not None else [False] * len(right)
+        order = sorted(zip(probabilities, right, flags, strict=True), key=lambda x: -x[0])
         steps: list[Step] = []
-        hits = 0
-        for i, (p, ok) in enumerate(order):
+        hits = by_judge = 0
+        for i, (p, ok, flag) in enumerate(order):
             hits += ok
+            by_judge += flag
             if i + 1 == len(order) or order[i + 1][0] < p:
-                steps.append(Step(p, i + 1, hits))
+                steps.append(Step(p, i + 1, hits, by_judge))
         return cls(tuple(steps))
 
-    def point(self, target: float, prior: Prior, confidence: float = CONFIDENCE) -> Point:
+    def point(
+        self,
+        target: float,
+        prior: Prior,
+        confidence: float = CONFIDENCE,
+        judge_error: float = 0.0,
+    ) -> Point:
         chosen: Step | None = None
         for threshold in GRID:  # highest first; stop at the first that fails
             step = self.at(threshold)
             if step.labelled < needed(target, confidence):
                 continue  # too few yet to test: not a failure
-            if precision_lower_bound(step.right, step.labelled, confidence) < target:
+            if step.bound(confidence, judge_error) < target:
                 break
             chosen = step
         if chosen is not None:
-            bound = precision_lower_bound(chosen.right, chosen.labelled, confidence)
+            bound = chosen.bound(confidence, judge_error)
             return Point(chosen.threshold, "labels", chosen.labelled, chosen.right, bound)
         fallback = prior.threshold(target)
         at = self.at(fallback)
@@ -175,6 +197,7 @@ class Model:
     point: Point
     curve: Curve
     labels: dict[str, int] = field(default_factory=dict)  # labels of each source
+    judge_error: float = 0.0  # the rate at which the judge's verdicts were taken to err
     method: str = METHOD
 
     @classmethod
@@ -186,9 +209,13 @@ class Model:
         right: Sequence[bool],
         labels: dict[str, int],
         prior: Prior | None = None,
+        *,
+        judged: Sequence[bool] | None = None,
+        judge_error: float = 0.0,
     ) -> Model:
-        curve = Curve.of(probabilities, right)
-        return cls(fingerprint, target, curve.point(target, prior or load_prior()), curve, labels)
+        curve = Curve.of(probabilities, right, judged)
+        point = curve.point(target, prior or load_prior(), judge_error=judge_error)
+        return cls(fingerprint, target, point, curve, labels, judge_error)
 
     @classmethod
     def prior_only(cls, target: float, prior: Prior | None = None) -> Model:
@@ -200,7 +227,7 @@ class Model:
         """Where the decision serves at ``target``: the fitted point at its own target."""
         if abs(target - self.target) < 1e-9:
             return self.point.threshold
-        return self.curve.point(target, load_prior()).threshold
+        return self.curve.point(target, load_prior(), judge_error=self.judge_error).threshold
 
     def probability(self, look: Look, features: Sequence[float]) -> float:
         return load_prior().look(look).probability(features)
@@ -222,6 +249,7 @@ class Model:
             "labelled_candidates": self.curve.steps[-1].labelled if self.curve.steps else 0,
             "at_threshold": {"labelled": at.labelled, "right": at.right},
             "precision_lower_bound": round(point.bound, 4),
+            "judge_error": self.judge_error,
             "confidence": CONFIDENCE,
             # Which state of the knowledge base and labels it was fitted to.
             "fingerprint": self.fingerprint,
@@ -245,6 +273,7 @@ class Model:
                 point=Point(**raw["point"]),
                 curve=Curve(tuple(Step(**step) for step in raw["curve"]["steps"])),
                 labels=raw.get("labels", {}),
+                judge_error=raw.get("judge_error", 0.0),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -49,9 +49,10 @@ DEMO_MODEL = Path(__file__).parent.parent / "knowledge" / "static" / "demo_faq_m
 class Keeper:
     """The model in use, and the background fitting of the next one."""
 
-    def __init__(self, path: Path, target: float) -> None:
+    def __init__(self, path: Path, target: float, judge_error: float = 0.0) -> None:
         self.path = path
         self.target = target
+        self.judge_error = judge_error
         self.model = Model.prior_only(target)
         self.fitted = False  # whether ``model`` was fitted to this data dir
         self.stale = True  # the knowledge base or its labels changed since the fit
@@ -102,7 +103,7 @@ class Keeper:
             self.stale = True
             log.exception("fitting the fast path's decision failed")
             return
-        model = fit(labels, scored, self.target, fingerprint)
+        model = fit(labels, scored, self.target, fingerprint, self.judge_error)
         self.model, self.fitted = model, True
         model.save(self.path)
         self._mtime = self.path.stat().st_mtime

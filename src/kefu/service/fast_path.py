@@ -114,7 +114,9 @@ class FastPath:
         self.cache: AnswerCache | None = None
         self.misses: MissLog | None = None
         self.labels: LabelLog | None = None
-        self.keeper = Keeper(settings.data_dir / MODEL_FILE, settings.faq_precision)
+        self.keeper = Keeper(
+            settings.data_dir / MODEL_FILE, settings.faq_precision, settings.judge_error
+        )
         # Each label's candidates, kept until the knowledge base changes: a fit after new
         # verdicts runs only the new labels through the looks.
         self._found: dict[tuple[str, frozenset[str]], list[Found]] = {}

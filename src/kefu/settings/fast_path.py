@@ -55,6 +55,14 @@ class FastPathSettings(SettingsGroup):
         description="Judge with the serving engine (the operator says it is able to): the "
         "same background labelling as --judge-engine, on the engine that answers.",
     )
+    judge_error: float = Field(
+        0.1,
+        ge=0,
+        lt=0.5,
+        description="The rate at which the judge's verdicts are taken to be wrong: the "
+        "precision its labels bound from below is corrected for it (a judge wrong 10 "
+        "percent of the time makes right answers look right 90 percent of the time).",
+    )
     judge_model: str | None = Field(
         None, description="The model name sent to --judge-engine (default: the first it lists)."
     )
