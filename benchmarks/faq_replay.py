@@ -190,6 +190,7 @@ def own_model(
         [s.right for s in scored],
         counts,
         judged=[s.judged for s in scored],
+        traffic=[s.traffic for s in scored],
         judge_error=judge_error,
     )
 

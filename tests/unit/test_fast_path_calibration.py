@@ -206,8 +206,12 @@ def test_where_labels_are_few_the_prior_decides_and_where_many_say_no_nothing_se
     # Many labels, and wrong ones at every threshold: nothing is served.
     many = Model.fitted("", 0.95, [0.99] * 200, [i % 4 != 0 for i in range(200)], {}, prior)
     assert (many.point.source, many.point.threshold) == ("none", NEVER)
-    # Enough right ones: the labels' own threshold, with its bound.
-    good = Model.fitted("", 0.95, [0.8] * 100, [True] * 100, {}, prior)
+    # Enough right ones of the knowledge base's own: they cannot bring the prior's
+    # threshold down by themselves.
+    own = Model.fitted("", 0.95, [0.8] * 100, [True] * 100, {}, prior)
+    assert (own.point.source, own.point.threshold) == ("prior", 0.9)
+    # From traffic, they can: the labels' own threshold, with its bound.
+    good = Model.fitted("", 0.95, [0.8] * 100, [True] * 100, {}, prior, traffic=[True] * 100)
     assert (good.point.source, good.point.threshold) == ("labels", 0.8)
     assert good.point.bound == pytest.approx(0.05 ** (1 / 100))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from kefu.faq.bound import CONFIDENCE
 from kefu.faq.fit import fit, observe
 from kefu.faq.labels import LABELS_FILE, Label, LabelLog, fingerprint, own_labels
-from kefu.faq.model import MODEL_FILE, Model, load_prior
+from kefu.faq.model import MODEL_FILE, Model, load_prior, operating_point
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.entries import answer_key
 from kefu.knowledge.kb_words import read_texts
@@ -107,9 +107,11 @@ def calibrate_kb(
     *,
     progress: Callable[[str], Progress],
     judge_error: float = 0.0,
+    reviewed: Sequence[Label] = (),
 ) -> Model:
     """The whole fit in this thread: the guard's reading of the entries, the second
-    look's vectors of their questions, then every label."""
+    look's vectors of their questions, then every label (``reviewed``: more labels
+    from traffic, reviewed elsewhere)."""
     kb.prepare()
     kb.learn(read_texts(kb.unread(len(kb) * 4)))
     known = [Known.of(entry) for entry in kb.entries()]
@@ -118,6 +120,7 @@ def calibrate_kb(
         show(len(known) - left, len(known))
     show(len(known), len(known))
     prints, labels = labels_of(kb, data_dir)
+    labels = [*labels, *reviewed]
     show = progress("calibrating")
     scored = []
     for start in range(0, len(labels), EMBED_BATCH):
@@ -181,7 +184,7 @@ def describe(model: Model) -> str:
         f"  {'promised':>8}  {'serves at':>9}  {'by':>6}  {'right':>5}  {'of':>5}  {'bound':>5}",
     ]
     for target in TARGETS:
-        p = model.curve.point(target, load_prior())
+        p = operating_point(model.curve, model.traffic, target, load_prior(), model.judge_error)
         lines.append(
             f"  {target:8.2f}  {p.threshold:9.3f}  {p.source:>6}  {p.right:5d}  "
             f"{p.labelled:5d}  {p.bound:5.3f}"

@@ -31,6 +31,7 @@ class Scored:
     probability: float
     right: bool
     judged: bool = False  # a judge's verdict, which may err
+    traffic: bool = False  # a customer's message (a judge's verdict, a reviewed miss)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,10 @@ def judged(label: Label, found: Sequence[Candidate]) -> list[Scored]:
     for candidate in found:
         right = label.verdict(candidate.answer)
         if right is not None:
-            scored.append(Scored(candidate.probability, right, label.source == "judge"))
+            judge = label.source == "judge"
+            scored.append(
+                Scored(candidate.probability, right, judge, judge or label.source == "review")
+            )
     return scored
 
 
@@ -104,5 +108,6 @@ def fit(
         [s.right for s in flat],
         counts,
         judged=[s.judged for s in flat],
+        traffic=[s.traffic for s in flat],
         judge_error=judge_error,
     )
