@@ -201,22 +201,23 @@ JUDGE_CHECKS = 50  # of each kind: a phrasing with its own answer, with another 
 
 
 def judge_error(seen: Seen, judge: Judge, seed: int) -> tuple[float, int, int]:
-    """How often the judge is wrong on the knowledge base's own phrasings, whose answer
-    is known (each with its own answer, and with another): the upper Clopper-Pearson
-    bound of its error rate, with the counts it rests on."""
+    """How often the judge is wrong on the knowledge base's own questions, whose answer is
+    known (each with its own answer, and with another): the upper Clopper-Pearson bound
+    of its error rate, with the counts it rests on."""
     answers = next((m.question for ms in seen.splits.values() for m in ms), {})
     phrasings = [label for label in seen.own if label.source == "phrasing" and label.right]
+    known = [(label.text, label.right) for label in phrasings if label.right is not None]
+    known += [(question, key) for key, (question, _) in answers.items()]
     rng = random.Random(seed)
-    rng.shuffle(phrasings)
+    rng.shuffle(known)
     agreed = asked = 0
-    for label in phrasings[:JUDGE_CHECKS]:
-        assert label.right is not None
-        other = rng.choice([key for key in answers if key != label.right])
-        message = Message(label.text, "phrasing", label.right, [], None, answers)
-        for answer in (label.right, other):
+    for text, key in known[:JUDGE_CHECKS]:
+        other = rng.choice([k for k in answers if k != key])
+        message = Message(text, "phrasing", key, [], None, answers)
+        for answer in (key, other):
             said = judge(message, answer)
             asked += 1
-            agreed += said is not None and said == (answer == label.right)
+            agreed += said is not None and said == (answer == key)
     if not asked:
         return USELESS, 0, 0
     return 1.0 - precision_lower_bound(agreed, asked), agreed, asked

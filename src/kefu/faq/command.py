@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kefu.faq.bound import CONFIDENCE
 from kefu.faq.fit import fit, observe
-from kefu.faq.labels import LABELS_FILE, Label, LabelLog, fingerprint, own_labels
+from kefu.faq.labels import LABELS_FILE, Label, LabelLog, current
 from kefu.faq.model import MODEL_FILE, Model, load_prior, operating_point
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.entries import answer_key
@@ -90,10 +90,7 @@ def labels_of(kb: KnowledgeBase, data_dir: Path) -> tuple[str, list[Label]]:
     misses = MissLog(data_dir / MISSES_FILE)
     verdicts = LabelLog(data_dir / LABELS_FILE)
     try:
-        rejected = misses.top(10**6, "rejected")
-        prints = fingerprint(kb.entries(), len(rejected), verdicts.revision())
-        own = own_labels(kb.entries(), prints)
-        return prints, [*own, *(Label(m.message, "review") for m in rejected), *verdicts.labels()]
+        return current(kb.entries(), misses, verdicts)
     finally:
         misses.close()
         verdicts.close()

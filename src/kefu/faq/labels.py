@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from kefu.knowledge.entries import KbEntry, answer_key
+from kefu.knowledge.misses import MissLog
 from kefu.sqlite_files import open_wal
 
 Source = Literal["phrasing", "removed", "review", "judge"]
@@ -131,3 +132,14 @@ def fingerprint(entries: Sequence[KbEntry], *revisions: int) -> str:
         digest.update(f"{entry.id}\t{entry.kind}\t{answer_key(entry.answer)}\n".encode())
     digest.update(" ".join(map(str, revisions)).encode())
     return digest.hexdigest()[:16]
+
+
+def current(
+    entries: Sequence[KbEntry], misses: MissLog, verdicts: LabelLog
+) -> tuple[str, list[Label]]:
+    """The state a model is fitted to (the entries, the reviews, the verdicts) and its
+    labels: the server's background fit and ``kefu kb calibrate`` read the same."""
+    rejected = misses.top(10**6, "rejected")
+    prints = fingerprint(entries, len(rejected), verdicts.revision())
+    reviewed = [Label(miss.message, "review") for miss in rejected]
+    return prints, [*own_labels(entries, prints), *reviewed, *verdicts.labels()]

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from kefu.faq.fit import Candidate, Scored, fit
+from kefu.faq.fit import Candidate, Scored, fit, judged
 from kefu.faq.labels import Label
 from kefu.faq.model import Model
 from kefu.knowledge.embedder import Vectors
@@ -40,6 +40,33 @@ Observing = Callable[[Label, Vectors | None], list[Candidate]]
 # What the model would be fitted to now: its fingerprint and its labels.
 Current = Callable[[], Awaitable[tuple[str, list[Label]]]]
 Observe = Callable[[list[Label]], Awaitable[list[list[Scored]]]]
+
+
+class Seen:
+    """Each label's candidates, kept until the knowledge base changes: a fit after new
+    verdicts runs only the new labels through the looks."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, frozenset[str]], list[Candidate]] = {}
+
+    def forget(self) -> None:
+        self._found.clear()
+
+    async def scored(
+        self,
+        labels: Sequence[Label],
+        *,
+        under_lock: UnderLock[list[list[Candidate]]],
+        embed: Embed | None,
+        observing: Observing,
+    ) -> list[list[Scored]]:
+        todo = list({(label.text, label.excluded): label for label in labels}.values())
+        todo = [label for label in todo if (label.text, label.excluded) not in self._found]
+        found = await observe_all(todo, under_lock=under_lock, embed=embed, observing=observing)
+        for label, seen in zip(todo, found, strict=True):
+            self._found[(label.text, label.excluded)] = seen
+        return [judged(label, self._found[(label.text, label.excluded)]) for label in labels]
+
 
 # The demo knowledge base's model at the default precision, fitted at build time
 # (``scripts/calibrate-demo``): a newcomer's first start decides on the demo's own labels.

@@ -31,8 +31,8 @@ from kefu.faq import decide as faq
 from kefu.faq.decide import Evidence, Verdict
 from kefu.faq.evidence import FINDINGS_BOUNDS, Features
 from kefu.faq.fit import Candidate as Found
-from kefu.faq.fit import Scored, candidates, judged
-from kefu.faq.labels import LABELS_FILE, Label, LabelLog, fingerprint, own_labels
+from kefu.faq.fit import Scored, candidates
+from kefu.faq.labels import LABELS_FILE, Label, LabelLog, current
 from kefu.faq.model import MODEL_FILE
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import OrderBackend
@@ -44,7 +44,7 @@ from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, SecondLook, Transformer
 from kefu.service.cache_upkeep import evict_affected
-from kefu.service.calibration import Keeper, observe_all
+from kefu.service.calibration import Keeper, Seen
 from kefu.service.judging import Judge
 from kefu.service.plan import PASSAGE_FLOOR, Plan, Source, best_passages
 from kefu.service.rule_answers import answer_by_rule
@@ -117,9 +117,7 @@ class FastPath:
         self.keeper = Keeper(
             settings.data_dir / MODEL_FILE, settings.faq_precision, settings.judge_error
         )
-        # Each label's candidates, kept until the knowledge base changes: a fit after new
-        # verdicts runs only the new labels through the looks.
-        self._found: dict[tuple[str, frozenset[str]], list[Found]] = {}
+        self._seen = Seen()
         self.judge: Judge | None = None
         self._verdicts = 0
 
@@ -168,7 +166,7 @@ class FastPath:
         self.kb.prepare()
         self.misses = MissLog(data_dir / MISSES_FILE)
         self.labels = LabelLog(data_dir / LABELS_FILE)
-        self.keeper.open(self._fingerprint())
+        self.keeper.open(self._current()[0])
         self.cache = AnswerCache(
             data_dir / "cache.db",
             threshold=self.settings.cache_threshold,
@@ -427,7 +425,7 @@ class FastPath:
         if change:
             assert self.kb is not None
             self.keeper.stale = True
-            self._found.clear()
+            self._seen.forget()
             self.kb.prepare()
             if self.cache is not None and self.embedder is not None:
                 evict_affected(
@@ -461,26 +459,14 @@ class FastPath:
         if await self.follow_second_look() == 0:
             self.keeper.follow(self._to_fit, self._observe_labels)
 
-    def _fingerprint(self) -> str:
-        """The state a model is fitted to: the entries, the reviews, the verdicts."""
-        kb, misses, labels = self._knowledge(), self.misses, self.labels
-        assert misses is not None
-        assert labels is not None
-        return fingerprint(kb.entries(), len(misses.top(10**6, "rejected")), labels.revision())
+    def _current(self) -> tuple[str, list[Label]]:
+        """The state a model is fitted to, and its labels (under the lock)."""
+        assert self.misses is not None
+        assert self.labels is not None
+        return current(self._knowledge().entries(), self.misses, self.labels)
 
     async def _to_fit(self) -> tuple[str, list[Label]]:
-        """The fingerprint and the labels of the knowledge base as it is now."""
-
-        def read() -> tuple[str, list[Label]]:
-            misses, labels = self.misses, self.labels
-            assert misses is not None
-            assert labels is not None
-            prints = self._fingerprint()
-            own = own_labels(self._knowledge().entries(), prints)
-            rejected = [Label(m.message, "review") for m in misses.top(10**6, "rejected")]
-            return prints, [*own, *rejected, *labels.labels()]
-
-        return await self.run(read)
+        return await self.run(self._current)
 
     async def _observe_labels(self, labels: list[Label]) -> list[list[Scored]]:
         look = None if self.second_look is None else self.second_look.look
@@ -489,12 +475,9 @@ class FastPath:
             return candidates(self._knowledge(), look, label.text, vector, label.excluded)
 
         embed = None if self.second_look is None else self.second_look.embed
-        todo = list({(label.text, label.excluded): label for label in labels}.values())
-        todo = [label for label in todo if (label.text, label.excluded) not in self._found]
-        found = await observe_all(todo, under_lock=self.run, embed=embed, observing=observing)
-        for label, seen in zip(todo, found, strict=True):
-            self._found[(label.text, label.excluded)] = seen
-        return [judged(label, self._found[(label.text, label.excluded)]) for label in labels]
+        return await self._seen.scored(
+            labels, under_lock=self.run, embed=embed, observing=observing
+        )
 
     async def calibrate(self) -> None:
         """Fit the decision to the knowledge base and its labels now; returns when done."""
