@@ -52,7 +52,7 @@ def register(
     calibrate.add_argument(
         "--judge-error",
         type=float,
-        default=float(os.environ.get("KEFU_JUDGE_ERROR", "0.1")),
+        default=float(os.environ.get("KEFU_JUDGE_ERROR", "0")),
         help="as the server's --judge-error (KEFU_JUDGE_ERROR)",
     )
     calibrate.add_argument(

@@ -56,12 +56,14 @@ class FastPathSettings(SettingsGroup):
         "same background labelling as --judge-engine, on the engine that answers.",
     )
     judge_error: float = Field(
-        0.1,
+        0.0,
         ge=0,
         lt=0.5,
-        description="The rate at which the judge's verdicts are taken to be wrong: the "
-        "precision its labels bound from below is corrected for it (a judge wrong 10 "
-        "percent of the time makes right answers look right 90 percent of the time).",
+        description="How often, at least, the judge's verdicts are wrong (a lower bound "
+        "measured on labels whose answer is known): the precision its labels bound is "
+        "corrected for it. A judge wrong 10 percent of the time makes right answers look "
+        "right 90 percent of the time; taking out more error than it makes would overstate "
+        "the precision, so 0 (no correction) is the safe default.",
     )
     judge_model: str | None = Field(
         None, description="The model name sent to --judge-engine (default: the first it lists)."
