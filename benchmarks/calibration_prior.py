@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -32,14 +31,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from faq_replay import imported
 from kb_quality import kb_dir, read_csv
 from kefu.faq.decide import HITS, Evidence, first, second
 from kefu.faq.model import PRIOR_FILE, Logistic
-from kefu.knowledge.base import KnowledgeBase
-from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import answer_key
-from kefu.knowledge.kb_words import read_texts
-from kefu.knowledge.second_look import SECOND_LOOK_FILE, E5Transformer, Known, SecondLook
+from kefu.knowledge.second_look import E5Transformer
 from kefu.text.message import read_message
 from kefu.text.words import language
 
@@ -118,42 +115,26 @@ def features_of(name: str, k: int, model: E5Transformer) -> list[dict[str, Any]]
         if (folder / f"{split}.csv").exists()
         for r in read_csv(folder / f"{split}.csv")
     ]
-    with tempfile.TemporaryDirectory(prefix="kefu-prior-") as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "kefu", "kb", "import", "--data-dir", tmp, str(kb_file)],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        kb = KnowledgeBase.open(Path(tmp) / "knowledge.db", StaticEmbedder())
-        try:
-            kb.prepare()
-            kb.learn(read_texts(kb.unread(len(kb) * 4)))
-            look = SecondLook(model, Path(tmp) / SECOND_LOOK_FILE)
-            known = [Known.of(entry) for entry in kb.entries()]
-            while look.sync(known, 256) > 0:
-                pass
-            vectors = model.embed_queries([r["message"] for r in rows])
-            out = []
-            for r, vector in zip(rows, vectors, strict=True):
-                expected = r["expected_question"].strip()
-                right = base.get(expected) if expected else None
-                message = read_message(r["message"])
-                found: list[Evidence | None] = [first(kb, message, kb.search(message, k=HITS))]
-                nearest = look.nearest(vector)
-                found.append(None if nearest is None else second(kb, message, nearest))
-                row: dict[str, Any] = {"kind": r["kind"], "lang": message.lang}
-                for evidence in found:
-                    if evidence is not None:
-                        row[evidence.look] = {
-                            "x": list(evidence.features),
-                            "right": answer_key(evidence.entry.answer) == right,
-                            "same_lang": language(evidence.entry.answer) == message.lang,
-                        }
-                out.append(row)
-            return out
-        finally:
-            kb.close()
+    with imported(kb_file, model) as (kb, look):
+        vectors = model.embed_queries([r["message"] for r in rows])
+        out = []
+        for r, vector in zip(rows, vectors, strict=True):
+            expected = r["expected_question"].strip()
+            right = base.get(expected) if expected else None
+            message = read_message(r["message"])
+            found: list[Evidence | None] = [first(kb, message, kb.search(message, k=HITS))]
+            nearest = look.nearest(vector)
+            found.append(None if nearest is None else second(kb, message, nearest))
+            row: dict[str, Any] = {"kind": r["kind"], "lang": message.lang}
+            for evidence in found:
+                if evidence is not None:
+                    row[evidence.look] = {
+                        "x": list(evidence.features),
+                        "right": answer_key(evidence.entry.answer) == right,
+                        "same_lang": language(evidence.entry.answer) == message.lang,
+                    }
+            out.append(row)
+        return out
 
 
 def fit_on(rows: Sequence[dict[str, Any]]) -> dict[str, Logistic]:

@@ -36,7 +36,8 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,7 @@ import numpy as np
 
 from kb_quality import kb_dir, peer_coverage, read_csv
 from kefu.faq.bound import precision_lower_bound
-from kefu.faq.fit import Candidate, Scored, candidates, judged
+from kefu.faq.fit import Candidate, Scored, candidates, fit, judged
 from kefu.faq.judge import Judging, Judgment, prompt, verdict
 from kefu.faq.labels import Label, own_labels
 from kefu.faq.model import PRIOR_FILE, Curve, Model, load_prior
@@ -75,11 +76,11 @@ class Seen:
     splits: dict[str, list[Message]]
 
 
-def see(name: str, k: int, model: E5Transformer, splits: Sequence[str], own: bool = True) -> Seen:
-    folder = kb_dir(name)
-    kb_file = folder / ("kb.csv" if k == 1 else f"kb{k}.csv")
-    base = {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(folder / "kb.csv")}
-    with tempfile.TemporaryDirectory(prefix="kefu-replay-") as tmp:
+@contextmanager
+def imported(kb_file: Path, model: E5Transformer) -> Iterator[tuple[KnowledgeBase, SecondLook]]:
+    """The file imported with ``kefu kb import`` into a fresh data dir, opened, read
+    ahead and embedded, as a server would have it."""
+    with tempfile.TemporaryDirectory(prefix="kefu-faq-") as tmp:
         subprocess.run(
             [sys.executable, "-m", "kefu", "kb", "import", "--data-dir", tmp, str(kb_file)],
             check=True,
@@ -90,46 +91,54 @@ def see(name: str, k: int, model: E5Transformer, splits: Sequence[str], own: boo
         try:
             kb.prepare()
             kb.learn(read_texts(kb.unread(len(kb) * 4)))
-            entries = kb.entries()
             look = SecondLook(model, Path(tmp) / SECOND_LOOK_FILE)
-            known = [Known.of(entry) for entry in entries]
+            known = [Known.of(entry) for entry in kb.entries()]
             while look.sync(known, 256) > 0:
                 pass
-            answers = {answer_key(e.answer): (e.question, e.answer) for e in entries}
-            labels = own_labels(entries, name) if own else []
-            vectors = model.embed_queries([label.text for label in labels])
-            own_scored = [
-                judged(label, candidates(kb, look, label.text, v, label.excluded))
-                for label, v in zip(labels, vectors, strict=True)
-            ]
-            out: dict[str, list[Message]] = {}
-            for split in splits:
-                path = folder / f"{split}.csv"
-                if not path.exists():
-                    continue
-                rows = read_csv(path)
-                vectors = model.embed_queries([r["message"] for r in rows])
-                messages = []
-                for r, v in zip(rows, vectors, strict=True):
-                    expected = r["expected_question"].strip()
-                    near = look.nearest(v)
-                    entry = None if near is None else kb.get(near.entry_id)
-                    nearest = None
-                    if near is not None and entry is not None:
-                        nearest = (near.similarity, answer_key(entry.answer))
-                    messages.append(
-                        Message(
-                            r["message"],
-                            r["kind"],
-                            base.get(expected) if expected else None,
-                            candidates(kb, look, r["message"], v),
-                            nearest,
-                            answers,
-                        )
-                    )
-                out[split] = messages
+            yield kb, look
         finally:
             kb.close()
+
+
+def see(name: str, k: int, model: E5Transformer, splits: Sequence[str], own: bool = True) -> Seen:
+    folder = kb_dir(name)
+    kb_file = folder / ("kb.csv" if k == 1 else f"kb{k}.csv")
+    base = {r["question"].strip(): answer_key(r["answer"]) for r in read_csv(folder / "kb.csv")}
+    with imported(kb_file, model) as (kb, look):
+        entries = kb.entries()
+        answers = {answer_key(e.answer): (e.question, e.answer) for e in entries}
+        labels = own_labels(entries, name) if own else []
+        vectors = model.embed_queries([label.text for label in labels])
+        own_scored = [
+            judged(label, candidates(kb, look, label.text, v, label.excluded))
+            for label, v in zip(labels, vectors, strict=True)
+        ]
+        out: dict[str, list[Message]] = {}
+        for split in splits:
+            path = folder / f"{split}.csv"
+            if not path.exists():
+                continue
+            rows = read_csv(path)
+            vectors = model.embed_queries([r["message"] for r in rows])
+            messages = []
+            for r, v in zip(rows, vectors, strict=True):
+                expected = r["expected_question"].strip()
+                near = look.nearest(v)
+                entry = None if near is None else kb.get(near.entry_id)
+                nearest = None
+                if near is not None and entry is not None:
+                    nearest = (near.similarity, answer_key(entry.answer))
+                messages.append(
+                    Message(
+                        r["message"],
+                        r["kind"],
+                        base.get(expected) if expected else None,
+                        candidates(kb, look, r["message"], v),
+                        nearest,
+                        answers,
+                    )
+                )
+            out[split] = messages
     return Seen(labels, own_scored, out)
 
 
@@ -179,20 +188,8 @@ def own_model(
     judge_error: float = 0.0,
 ) -> Model:
     labels = [*seen.own, *(label for label, _ in extra)]
-    scored = [s for group in seen.own_scored for s in group] + [s for _, g in extra for s in g]
-    counts: dict[str, int] = {}
-    for label in labels:
-        counts[label.source] = counts.get(label.source, 0) + 1
-    return Model.fitted(
-        "",
-        target,
-        [s.probability for s in scored],
-        [s.right for s in scored],
-        counts,
-        judged=[s.judged for s in scored],
-        traffic=[s.traffic for s in scored],
-        judge_error=judge_error,
-    )
+    scored = [*seen.own_scored, *(group for _, group in extra)]
+    return fit(labels, scored, target, "", judge_error)
 
 
 # A judge wrong this often on known labels is no judge: its verdicts are not used.

@@ -204,7 +204,7 @@ def operating_point(
     if floor <= point.threshold:
         return point
     at = every.at(floor) if floor < NEVER else Step(NEVER, 0, 0)
-    source: Literal["labels", "prior"] = "labels" if floor == by_traffic else "prior"
+    source: Literal["labels", "prior"] = "labels" if floor == by_traffic < NEVER else "prior"
     return Point(floor, source, at.labelled, at.right, at.bound(CONFIDENCE, judge_error))
 
 
