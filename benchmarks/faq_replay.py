@@ -229,12 +229,13 @@ def judge_error(seen: Seen, judge: Judge, seed: int) -> tuple[float, float, int]
 Judge = Callable[[Message, str], bool | None]
 
 
-def flip10(seed: int) -> Judge:
+def flipping(seed: int, rate: float) -> Judge:
+    """The truth, each verdict flipped with probability ``rate``."""
     rng = random.Random(seed)
 
     def judge(message: Message, answer: str) -> bool | None:
         truth = message.right == answer
-        return truth if rng.random() >= 0.1 else not truth
+        return truth if rng.random() >= rate else not truth
 
     return judge
 
@@ -325,24 +326,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kbs", default="hwu64,snips,atis,afqmc")
     parser.add_argument("--k", default="1,10")
     parser.add_argument("--mode", choices=("test", "replay", "fallback"), default="test")
-    parser.add_argument("--judge", choices=("flip10", "smollm"), default="flip10")
-    parser.add_argument("--faq-precision", type=float, default=0.95)
+    parser.add_argument(
+        "--judges",
+        default="flip10",
+        help="replay: comma-separated judges, each replayed on the same looks: flip10 (the "
+        "truth flipped 10 %% of the time), exact (never flipped), smollm (the bundled model)",
+    )
+    parser.add_argument(
+        "--faq-precision", default="0.95", help="comma-separated promises (replay); else one"
+    )
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--write", action="store_true", help="fallback: write prior.json")
     parser.add_argument(
         "--dump", type=Path, help="test: write each KB's own labels' and messages' candidates here"
     )
     args = parser.parse_args(argv)
-    target = args.faq_precision
+    targets = [float(t) for t in args.faq_precision.split(",")]
+    target = targets[0]
     e5 = E5Transformer()
     splits = {
         "test": ("dev", "test"),
         "replay": ("dev", "traffic", "test"),
         "fallback": ("dev", "test"),
     }
-    judge = None
-    if args.mode == "replay":
-        judge = flip10(args.seed) if args.judge == "flip10" else smollm()
+    judges: dict[str, Callable[[], Judge]] = {
+        "flip10": lambda: flipping(args.seed, 0.1),
+        "exact": lambda: flipping(args.seed, 0.0),
+        "smollm": smollm,
+    }
     pooled: list[Scored] = []
     rows = []
     dumped: list[dict[str, object]] = []
@@ -377,13 +388,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 args.dump.write_text(json.dumps(dumped))
             if args.mode == "replay":
-                assert judge is not None
-                print(f"\n== {name}, K={k}, judge {args.judge}, promised {target:.0%}")
-                print(
-                    "  after  coverage  precision  (last 100: coverage  precision)  "
-                    "serves-at  by  labels  judged"
-                )
-                print("\n".join(replay(seen, target, judge, args.seed)))
+                for which in args.judges.split(","):
+                    for promise in targets:
+                        print(f"\n== {name}, K={k}, judge {which}, promised {promise:.0%}")
+                        print(
+                            "  after  coverage  precision  (last 100: coverage  precision)  "
+                            "serves-at  by  labels  judged"
+                        )
+                        lines = replay(seen, promise, judges[which](), args.seed)
+                        print("\n".join(lines), flush=True)
                 continue
             test = seen.splits["test"]
             point = model.point
