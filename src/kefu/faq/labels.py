@@ -3,11 +3,10 @@
 Three sources, all of them real wording (nothing is made up from the entries):
 
 - the knowledge base's own phrasings: each question of an answer with several, held out
-  of both looks (its other questions should still find the answer), and every question
-  asked with its whole answer held out (the shop's own topic with nothing to answer it:
-  any candidate is wrong). One of each per question, so the fit sees as many messages
-  that nothing answers as messages something does, more than customers send: the
-  precision it measures errs low, not high;
+  of both looks (its other questions should still find the answer). Not its questions
+  asked with their whole answer held out: on the tuning sets such a question was often
+  answered by a neighbouring entry (HWU64's alarm_query beside alarm_set), so "nothing
+  answers it" was a wrong label at the top of the scale, where it stopped every test;
 - reviewed misses: an accepted one is a phrasing from then on; a rejected one
   (``kefu kb misses reject``) is a message nothing answers;
 - verdicts from traffic (``LabelLog``): a judge's yes or no on whether an entry's answer
@@ -29,7 +28,7 @@ from kefu.knowledge.entries import KbEntry, answer_key
 from kefu.knowledge.misses import MissLog
 from kefu.sqlite_files import open_wal
 
-Source = Literal["phrasing", "removed", "review", "judge"]
+Source = Literal["phrasing", "review", "judge"]
 LABELS_FILE = "faq_labels.db"  # in the data dir
 # Phrasings held out per fit at most (each takes an e5 pass, ~17 ms): a large knowledge
 # base is sampled, not walked.
@@ -56,22 +55,20 @@ class Label:
 
 
 def own_labels(entries: Sequence[KbEntry], seed: str) -> list[Label]:
-    """The knowledge base's phrasings, each held out alone and with its whole answer."""
+    """The knowledge base's phrasings of answers with several, each held out alone."""
     groups: dict[str, list[KbEntry]] = {}
     for entry in sorted(entries, key=lambda e: e.id):
         if entry.kind == "faq":
             groups.setdefault(answer_key(entry.answer), []).append(entry)
-    questions = [(key, entry) for key in sorted(groups) for entry in groups[key]]
+    questions = [
+        (key, entry) for key in sorted(groups) if len(groups[key]) > 1 for entry in groups[key]
+    ]
     if len(questions) > MAX_PHRASINGS:
         questions = random.Random(seed).sample(questions, MAX_PHRASINGS)
-    labels: list[Label] = []
-    for key, entry in questions:
-        group = groups[key]
-        if len(group) > 1:
-            alone = frozenset({entry.id})
-            labels.append(Label(entry.question, "phrasing", right=key, excluded=alone))
-        labels.append(Label(entry.question, "removed", excluded=frozenset(e.id for e in group)))
-    return labels
+    return [
+        Label(entry.question, "phrasing", right=key, excluded=frozenset({entry.id}))
+        for key, entry in questions
+    ]
 
 
 SCHEMA = """
