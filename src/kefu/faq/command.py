@@ -43,7 +43,7 @@ def register(
         parents=list(parents),
         help="fit the fast path's decision to the knowledge base's labels and print it",
         description="Run the knowledge base's labels (each of its questions held out alone "
-        "and with its whole answer, the rejected misses, the judge's verdicts on traffic) "
+        "(of answers with several), the rejected misses, the judge's verdicts on traffic) "
         "through both looks, choose the lowest P(right) at which the labels bound the "
         "precision from below at --faq-precision (Clopper-Pearson), or where they are too "
         "few, the shipped prior's conservative threshold, and store the model in "
