@@ -296,7 +296,8 @@ def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
             judgments += 1
             if said is None:
                 continue
-            judging.counted(answer)
+            if chosen is not None:
+                judging.counted(answer)
             label = Label(
                 message.text,
                 "judge",

@@ -72,11 +72,13 @@ def explore(verdicts: int) -> float:
 
 
 class Judging:
-    """Which messages to judge: every declined candidate, served answers by ``explore``."""
+    """Which messages to judge: every declined candidate, served answers by ``explore``,
+    which counts the verdicts on an answer *served* (those on its declined candidates lie
+    below the threshold and say nothing of what serving it does)."""
 
     def __init__(self, seed: int | None = None) -> None:
         self._rng = random.Random(seed)
-        self.verdicts: dict[str, int] = {}  # answer key -> verdicts so far
+        self.verdicts: dict[str, int] = {}  # answer key -> verdicts on it served so far
 
     def check_served(self, answer: str) -> bool:
         return self._rng.random() < explore(self.verdicts.get(answer, 0))

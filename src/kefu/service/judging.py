@@ -52,14 +52,16 @@ class Judge:
                 self.dropped += 1
                 continue
             self._waiting += 1
-            spawn(self._judge(Judgment(message, entry.question, entry.answer)))
+            judgment = Judgment(message, entry.question, entry.answer)
+            spawn(self._judge(judgment, served is not None))
 
-    async def _judge(self, judgment: Judgment) -> None:
+    async def _judge(self, judgment: Judgment, served: bool) -> None:
         try:
             said = await self.ask(judgment)
             if said is not None:
                 key = answer_key(judgment.answer)
-                self.judging.counted(key)
+                if served:
+                    self.judging.counted(key)
                 await self._record(judgment.message, key, said)
         except Exception as exc:  # a judge that fails only loses a label
             log.info("the judge did not answer: %s", exc)
