@@ -185,14 +185,13 @@ def nearest_faq(entries: Sequence[dict[str, Any]]) -> Callable[[str], str | None
     known = [Known.of(KbEntry(**e)) for e in entries]  # /kb lists an entry's own fields
     question_of = {e["id"]: e["question"] for e in entries}
     with tempfile.TemporaryDirectory() as tmp:
-        # No lead asked over the next answer nor over a passage (cosines lie in [-1, 1]).
-        look = SecondLook(E5Transformer(), Path(tmp) / "e5.npz", margin=0.0, over_context=-2.0)
+        look = SecondLook(E5Transformer(), Path(tmp) / "e5.npz")
         while look.sync(known, limit=1024):
             print("  embedding the knowledge base for the e5 top-1", file=sys.stderr)
 
     def nearest(message: str) -> str | None:
-        pick = look.pick(message)
-        return None if pick is None else question_of[pick.entry_id]
+        found = look.nearest(look.model.embed_queries([message])[0])
+        return None if found is None else question_of[found.entry_id]
 
     return nearest
 
@@ -374,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FLAG",
-        help="extra kefu serve flag, e.g. --serve-flag=--faq-threshold=0.6 (repeatable)",
+        help="extra kefu serve flag, e.g. --serve-flag=--faq-precision=0.9 (repeatable)",
     )
     args = parser.parse_args(argv)
 

@@ -37,6 +37,7 @@ from kefu.knowledge.second_look import E5Transformer
 from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
 from kefu.service.fast_path import FastPath
+from kefu.service.judging import Judge
 from kefu.service.runtime import Runtime
 from kefu.service.timeline import Timeline
 from kefu.settings import Settings
@@ -75,6 +76,24 @@ def build_engine(settings: Settings) -> Engine:
         shared_prefix=[ChatMessage("system", settings.persona)],
         warmup=settings.warmup,
         nice=settings.engine_nice,
+    )
+
+
+def _judge_engine(settings: Settings, serving: Engine) -> Engine | None:
+    """The engine that judges knowledge-base answers in the background: --judge-engine,
+    or the serving engine where the operator says it can (--judge-with-engine)."""
+    if settings.judge_with_engine:
+        return serving
+    if settings.judge_engine is None:
+        return None
+    from kefu.engine.remote import RemoteEngine, Upstream
+
+    return RemoteEngine(
+        Upstream(settings.judge_engine, settings.judge_model, None, "judge"),
+        context_window=settings.context_size,
+        connections=2,
+        first_token_timeout=settings.first_token_timeout,
+        timeout=settings.engine_timeout,
     )
 
 
@@ -131,6 +150,9 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 hours=runtime.hours,
                 transformer_factory=E5Transformer,
             )
+            judge = _judge_engine(settings, engine)
+            if judge is not None:
+                fast_path.judge = Judge(judge, fast_path.record_verdict, start=judge is not engine)
             starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
             tasks.append(
                 asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], shared))
@@ -154,6 +176,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             runtime.fast_path = None
             if fast_path is not None:
                 await fast_path.close()
+                if fast_path.judge is not None and fast_path.judge.engine is not engine:
+                    await fast_path.judge.engine.close()
             await engine.close()
             await store.close()
             await state.close()

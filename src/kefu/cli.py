@@ -84,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     from kefu.bench.command import register as register_bench
 
     register_bench(commands)
+    from kefu.faq.command import register as register_faq
     from kefu.knowledge.command import register as register_kb
 
-    register_kb(commands)
+    register_kb(commands, register_faq)
     from kefu.cache.command import register as register_cache
 
     register_cache(commands)

@@ -18,11 +18,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def fast_path(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
-    """The fast path on real parts without e5's second look and without calibration (the
-    fixed thresholds): what the first look and the rules do with a message."""
-    fast_path = await opened(
-        settings_factory(fast_path=True, faq_calibration=False), second_look=False
-    )
+    """The fast path on real parts without e5's second look: what the first look and the
+    rules do with a message."""
+    fast_path = await opened(settings_factory(fast_path=True), second_look=False)
     try:
         yield fast_path
     finally:

@@ -44,7 +44,8 @@ async def ready(request: Request) -> JSONResponse:
     if fast_path is not None:
         body["knowledge_base"] = {
             "entries": await fast_path.read_kb(len),
-            "calibration": fast_path.keeper.status(fast_path.settings.faq_calibration),
+            "decision": fast_path.keeper.status(),
+            "judge": None if fast_path.judge is None else fast_path.judge.status(),
         }
     if runtime.serving:
         return JSONResponse(body)

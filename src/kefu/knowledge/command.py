@@ -13,9 +13,9 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kefu.data_dir import chosen_data_dir, data_dir_option
 from kefu.errors import KefuError
@@ -29,7 +29,23 @@ EXIT_ERROR = 2
 DB_NAME = "knowledge.db"
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+# More ``kefu kb`` commands from the packages above the knowledge base (the FAQ
+# decision's calibrate and stats): given the sub-commands, their shared options, the
+# wrapper that opens the data dir's knowledge base, and the progress bar.
+Extend = Callable[
+    [
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        Sequence[argparse.ArgumentParser],
+        Callable[[Any], Callable[[argparse.Namespace], int]],
+        Callable[[str], Callable[[int, int], None]],
+    ],
+    None,
+]
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], extend: Extend | None = None
+) -> None:
     parser = commands.add_parser(
         "kb",
         help="manage the knowledge base (FAQ and passages the answers come from)",
@@ -101,10 +117,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     remove.add_argument("ids", nargs="+", metavar="ID", help="entry ids (from kefu kb list)")
     remove.set_defaults(run=run_remove)
 
-    # The calibration sits above the knowledge base: imported here, not at the top.
-    from kefu.calibration.command import register as register_calibration
-
-    register_calibration(kb, [data_dir, as_json], _with_kb, stderr_bar)
+    if extend is not None:
+        extend(kb, [data_dir, as_json], _with_kb, stderr_bar)
 
 
 def _register_review(misses: argparse.ArgumentParser) -> None:

@@ -4,25 +4,16 @@ The first look (a static word table, BM25, the FAQ guard) must decide in a milli
 so it declines what it cannot vouch for: a paraphrase with a word the knowledge base
 never uses ("opened the pillow but it's too *firm*, can I return it") goes to the LLM,
 tens of seconds on a CPU box. Before it does, multilingual-e5-small itself (the teacher
-the word table was distilled from, ~17 ms a pass on one core here) reads the whole message:
-
-1. its nearest knowledge-base question picks the answer, which must lead the next
-   answer's best phrasing by ``margin`` (e5's cosines are compressed: 0.02 is wide);
-2. the FAQ guard judges that entry as it judges any, except that a word it calls
-   unknown, or foreign to the answer, may be *incidental*: the message without it
-   means nearly the same (cosine >= ``DRIFT_FLOOR``) and is no nearer the chosen
-   question (by at most ``GAIN_CEILING``). "tho", "firm" or 摔 are incidental; "wifi" in
-   "what's the wifi password at your showroom?" is what the message is about: without
-   it, the message is nearly "where is your showroom?".
+the word table was distilled from, ~17 ms a pass on one core here) reads the whole
+message: its nearest knowledge-base question picks the answer, and its leads over the
+next answer and over the nearest passage sentence are evidence for the decision
+(``kefu.faq``), beside the FAQ guard's findings on that entry.
 
 Each FAQ answer is embedded too, as e5 reads a passage: the chosen answer's own
 nearness to the message, and its lead over the other answers', are a second opinion
 beside the nearest question's. A near miss shares its question's words ("international
 flights" against "domestic flights' liquids") but not what its answer says; with one
 question per answer the question alone cannot tell them apart.
-
-At most ``FORGIVEN_MAX`` words are forgiven. The constants were chosen on the dev,
-fresh and fresh2 splits of ``benchmarks/answer_quality.py``; test and fresh3 measured.
 
 Not thread-safe: the fast path runs every pass on one thread of its own, so the event
 loop and the knowledge-base lock never wait for the transformer.
@@ -43,7 +34,6 @@ import numpy.typing as npt
 
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
-from kefu.text.words import is_cjk_word
 
 log = logging.getLogger("kefu.fastpath")
 
@@ -51,14 +41,9 @@ log = logging.getLogger("kefu.fastpath")
 # newcomer's first start has the second look at once instead of after ~15 s of a core.
 DEMO_VECTORS = Path(__file__).parent / "static" / "demo_e5.npz"
 SECOND_LOOK_FILE = "second_look.npz"  # a data dir's vectors
-DRIFT_FLOOR = 0.9
-GAIN_CEILING = 0.005
-FORGIVEN_MAX = 2
 # A passage is matched by its heading and first sentences: enough for a catalogue's
 # sections, and a bound on the rows a long document adds.
 PASSAGE_SENTENCES = 32
-# The lead the best answer needs over the nearest passage sentence.
-OVER_CONTEXT = 0.05
 
 
 class Transformer(Protocol):
@@ -145,17 +130,6 @@ class Known:
 
 
 @dataclass(frozen=True, slots=True)
-class Pick:
-    """The entry the second look would answer with, and what judging it needs again."""
-
-    entry_id: str
-    similarity: float
-    margin: float
-    message: Vectors  # the message's vector
-    phrasings: Vectors  # the vectors of every question of the chosen answer
-
-
-@dataclass(frozen=True, slots=True)
 class Nearest:
     """The nearest answer to a message, by its nearest question, and its leads."""
 
@@ -178,17 +152,8 @@ class _Index:
 
 
 class SecondLook:
-    def __init__(
-        self,
-        model: Transformer,
-        store: Path,
-        *,
-        margin: float,
-        over_context: float = OVER_CONTEXT,
-    ) -> None:
+    def __init__(self, model: Transformer, store: Path) -> None:
         self.model = model
-        self.margin = margin
-        self.over_context = over_context
         self._store = store
         stored = _load(store, model.name)
         if not stored.questions:
@@ -274,29 +239,9 @@ class SecondLook:
             tuple(ids), np.array(groups), np.concatenate(blocks), np.stack(answers)
         )
 
-    def pick(self, message: str) -> Pick | None:
-        """The best answer's nearest question, when it leads the next answer by ``margin``
-        and the nearest passage sentence by ``over_context``: a question nearer what a
-        passage says (the catalogue: "do you have mirrors?") is the LLM's, with it."""
-        vector = self.model.embed_queries([message])[0]
-        found = self._nearest(vector, frozenset())
-        if found is None:
-            return None
-        nearest, row, index = found
-        if nearest.margin < self.margin or nearest.over_context < self.over_context:
-            return None
-        phrasings = index.vectors[index.groups == index.groups[row]]
-        return Pick(nearest.entry_id, nearest.similarity, nearest.margin, vector, phrasings)
-
     def nearest(self, vector: Vectors, excluded: frozenset[str] = frozenset()) -> Nearest | None:
-        """The best answer's nearest question to an embedded message, with no margin
-        asked (the calibrated decision weighs it), leaving ``excluded`` entries out."""
-        found = self._nearest(vector, excluded)
-        return None if found is None else found[0]
-
-    def _nearest(
-        self, vector: Vectors, excluded: frozenset[str]
-    ) -> tuple[Nearest, int, _Index] | None:
+        """The best answer's nearest question to an embedded message, leaving
+        ``excluded`` entries out."""
         index = self._index
         if index is None:
             return None
@@ -316,7 +261,7 @@ class SecondLook:
         read = index.answers @ vector
         chosen = float(read[index.groups[row]])
         others = float(np.delete(read, index.groups[row]).max())
-        nearest = Nearest(
+        return Nearest(
             index.ids[row],
             float(first),
             float(first) - second,
@@ -324,15 +269,6 @@ class SecondLook:
             answer_similarity=chosen,
             answer_margin=chosen - others,
         )
-        return nearest, row, index
-
-    def incidental(self, message: str, pick: Pick, words: Sequence[str]) -> bool:
-        """Whether the message means the same without ``words`` and is no nearer the
-        chosen answer's questions without them (see the module's docstring)."""
-        without = self.model.embed_queries([without_words(message, words)])[0]
-        drift = float(pick.message @ without)
-        gain = float((pick.phrasings @ without).max()) - pick.similarity
-        return drift >= DRIFT_FLOOR and gain <= GAIN_CEILING
 
 
 _SENTENCE_END = re.compile(r"(?<=[.;!?。；！？])\s*|\n+")
@@ -341,17 +277,6 @@ _SENTENCE_END = re.compile(r"(?<=[.;!?。；！？])\s*|\n+")
 def sentences(text: str) -> list[str]:
     """A passage's sentences and list items: each is matched to a question alone."""
     return [part.strip(" \t-*#") for part in _SENTENCE_END.split(text) if part.strip(" \t-*#")]
-
-
-def without_words(message: str, words: Sequence[str]) -> str:
-    """The message with each of ``words`` (as ``words_of`` cut them) blanked out."""
-    for word in words:
-        if is_cjk_word(word):
-            message = message.replace(word, " ")
-        else:
-            pattern = r"(?<![\w'])" + re.escape(word) + r"(?![\w'])"
-            message = re.sub(pattern, " ", message, flags=re.IGNORECASE)
-    return message
 
 
 def _digest(text: str) -> str:

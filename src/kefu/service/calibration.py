@@ -1,15 +1,15 @@
-"""The calibrated decision in the server: keeping it fitted to the knowledge base in
-the background, and applying it to a message's looks.
+"""Keeping the FAQ decision fitted to the knowledge base and its labels, in the
+background.
 
-After the knowledge base changes (an import, a removal, a file the ``kefu kb``
-commands wrote), once the second look has embedded the new questions, the probes
-(``calibration/probes.py``) go through both looks in small chunks: their e5 passes on
-the second look's thread, their searches under the knowledge-base lock, a chunk at a
-time, so customers' messages are served between chunks; they measure the shipped
-prior's decision on this knowledge base (``calibration/fit.py``). Until the first
-calibration of a data dir is done, the router's fixed thresholds decide; after a change, the
-last calibration decides until the next is ready. ``kefu kb calibrate`` writes the
-same file; the server reads it when it changes.
+After the knowledge base changes (an import, a removal, a reviewed miss, a file the
+``kefu kb`` commands wrote) or new verdicts came from traffic, once the second look has
+embedded the new questions, the labels (``faq/labels.py``) go through both looks in small
+chunks: their e5 passes on the second look's thread, their searches under the
+knowledge-base lock, a chunk at a time, so customers' messages are served between
+chunks; ``faq/fit.py`` turns what they found into the model. From the first message on a
+model decides: the last one fitted, or before any, the shipped prior at its conservative
+threshold. ``kefu kb calibrate`` writes the same file; the server reads it when it
+changes.
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from kefu.calibration.fit import Observation, fit
-from kefu.calibration.model import Calibration
-from kefu.calibration.probes import Probe, fingerprint, make_probes
+from kefu.faq.fit import Candidate, Scored, fit, judged
+from kefu.faq.labels import Label
+from kefu.faq.model import Model
 from kefu.knowledge.embedder import Vectors
-from kefu.knowledge.entries import KbEntry
 
 log = logging.getLogger("kefu.fastpath")
 
 T = TypeVar("T")
-# Probes searched per turn of the knowledge-base lock: a few milliseconds, so a
+# Labels searched per turn of the knowledge-base lock: a few milliseconds, so a
 # customer's lookup never waits long behind the calibration.
 CHUNK = 16
 
@@ -37,40 +36,64 @@ CHUNK = 16
 # e5 pass on the second look's thread (None when the second look is off).
 UnderLock = Callable[[Callable[[], T]], Awaitable[T]]
 Embed = Callable[[Sequence[str]], Awaitable[Vectors]]
-Probing = Callable[[Probe, Vectors | None], Observation]
+Observing = Callable[[Label, Vectors | None], list[Candidate]]
+# What the model would be fitted to now: its fingerprint and its labels.
+Current = Callable[[], Awaitable[tuple[str, list[Label]]]]
+Observe = Callable[[list[Label]], Awaitable[list[list[Scored]]]]
 
 
-# The demo knowledge base's calibration at the default precision, fitted at build time
-# (``kefu kb calibrate`` on a data dir holding the demo): a newcomer's first start has
-# the calibrated decision at once instead of after a minute of a core.
-DEMO_CALIBRATION = Path(__file__).parent.parent / "knowledge" / "static" / "demo_calibration.json"
+class Seen:
+    """Each label's candidates, kept until the knowledge base changes: a fit after new
+    verdicts runs only the new labels through the looks."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, frozenset[str]], list[Candidate]] = {}
+
+    def forget(self) -> None:
+        self._found.clear()
+
+    async def scored(
+        self,
+        labels: Sequence[Label],
+        *,
+        under_lock: UnderLock[list[list[Candidate]]],
+        embed: Embed | None,
+        observing: Observing,
+    ) -> list[list[Scored]]:
+        todo = list({(label.text, label.excluded): label for label in labels}.values())
+        todo = [label for label in todo if (label.text, label.excluded) not in self._found]
+        found = await observe_all(todo, under_lock=under_lock, embed=embed, observing=observing)
+        for label, seen in zip(todo, found, strict=True):
+            self._found[(label.text, label.excluded)] = seen
+        return [judged(label, self._found[(label.text, label.excluded)]) for label in labels]
+
+
+# The demo knowledge base's model at the default precision, fitted at build time
+# (``scripts/calibrate-demo``): a newcomer's first start decides on the demo's own labels.
+DEMO_MODEL = Path(__file__).parent.parent / "knowledge" / "static" / "demo_faq_model.json"
 
 
 class Keeper:
-    """The calibration in use, and the background fitting of the next one."""
+    """The model in use, and the background fitting of the next one."""
 
-    def __init__(self, path: Path, target: float) -> None:
+    def __init__(self, path: Path, target: float, judge_error: float = 0.0) -> None:
         self.path = path
         self.target = target
-        self.calibration: Calibration | None = None
-        self.stale = True
+        self.judge_error = judge_error
+        self.model = Model.prior_only(target)
+        self.fitted = False  # whether ``model`` was fitted to this data dir
+        self.stale = True  # the knowledge base or its labels changed since the fit
         self._task: asyncio.Task[None] | None = None
         self._mtime: float | None = None
 
-    def open(self, entries: Sequence[KbEntry]) -> None:
-        """Use the stored calibration when it was fitted to these entries at this target."""
+    def open(self, fingerprint: str) -> None:
+        """Use the stored model (or the demo's) when it was fitted to this state."""
         self._read()
-        current = self.calibration
-        prints = fingerprint(entries)
-        if current is None or current.fingerprint != prints:
-            demo = Calibration.load(DEMO_CALIBRATION)
-            if demo is not None and demo.fingerprint == prints and demo.target == self.target:
+        if self.model.fingerprint != fingerprint:
+            demo = Model.load(DEMO_MODEL)
+            if demo is not None and demo.fingerprint == fingerprint and demo.target == self.target:
                 demo.save(self.path)
                 self._read()
-                current = self.calibration
-        self.stale = current is None or current.fingerprint != prints
-        if current is not None and current.target != self.target:
-            self.calibration, self.stale = None, True
 
     def _read(self) -> None:
         try:
@@ -79,87 +102,90 @@ class Keeper:
             return
         if mtime != self._mtime:
             self._mtime = mtime
-            loaded = Calibration.load(self.path)
+            loaded = Model.load(self.path)
             if loaded is not None and loaded.target == self.target:
-                self.calibration = loaded
+                self.model, self.fitted = loaded, True
 
-    def follow(
-        self,
-        entries_now: Callable[[], Awaitable[list[KbEntry]]],
-        start: Callable[[], Awaitable[Calibration]],
-    ) -> None:
+    def follow(self, current: Current, observing: Observe) -> None:
         """Each refresh round: pick up a file ``kefu kb calibrate`` wrote, and start
-        fitting in the background when the knowledge base changed since the last fit."""
+        fitting in the background when the knowledge base or its labels changed."""
         if self._task is not None and not self._task.done():
             return
         self._read()
         if self.stale:
-            self._task = asyncio.create_task(self._fit_in_background(entries_now, start))
+            self.stale = False  # a change while fitting marks it stale again
+            self._task = asyncio.create_task(self._fit_in_background(current, observing))
 
     async def _fit_in_background(
         self,
-        entries_now: Callable[[], Awaitable[list[KbEntry]]],
-        start: Callable[[], Awaitable[Calibration]],
+        current: Current,
+        observing: Observe,
     ) -> None:
-        current = self.calibration
-        if current is not None and current.fingerprint == fingerprint(await entries_now()):
-            self.stale = False  # the file ``kefu kb calibrate`` wrote is already this one
+        fingerprint, labels = await current()
+        if self.fitted and self.model.fingerprint == fingerprint:
             return
         try:
-            self.stale = False  # a change while fitting marks it stale again
-            calibration = await start()
+            scored = await observing(labels)
         except Exception:
             self.stale = True
-            log.exception("calibrating the fast path's decision failed")
+            log.exception("fitting the fast path's decision failed")
             return
-        self.calibration = calibration
-        calibration.save(self.path)
+        model = fit(labels, scored, self.target, fingerprint, self.judge_error)
+        self.model, self.fitted = model, True
+        model.save(self.path)
         self._mtime = self.path.stat().st_mtime
-        point = calibration.point
+        point = model.point
         log.info(
-            "fast path calibrated: expected precision %.3f, coverage %.3f (target %.2f)",
-            point.precision,
-            point.coverage,
-            calibration.target,
+            "fast path fitted: serves at P(right) >= %.3f (%s; %d of %d labelled right there, "
+            "precision >= %.3f)",
+            point.threshold,
+            point.source,
+            point.right,
+            point.labelled,
+            point.bound,
         )
+
+    @property
+    def fitting(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def settled(self) -> None:
+        """Wait for the fit under way, if any (tests, ``kb_quality.py``)."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def status(self, enabled: bool) -> dict[str, object]:
-        """For ``/ready``: the operating point, and whether a fit is under way."""
-        if not enabled:
-            return {"state": "off"}
-        running = self._task is not None and not self._task.done()
-        out: dict[str, object] = {"state": "calibrating" if running or self.stale else "calibrated"}
-        if self.calibration is not None:
-            out.update(self.calibration.summary())
-        return out
+    def status(self) -> dict[str, object]:
+        """For ``/ready``: what serves, and whether a fit is under way."""
+        state = "fitting" if self.fitting else ("fitted" if self.fitted else "prior")
+        return {"state": state, **self.model.summary()}
 
 
-async def calibrate(
-    entries: Sequence[KbEntry],
-    target: float,
+async def observe_all(
+    labels: Sequence[Label],
     *,
-    under_lock: UnderLock[list[Observation]],
+    under_lock: UnderLock[list[list[Candidate]]],
     embed: Embed | None,
-    probing: Probing,
-) -> Calibration:
-    """Fit the decision to ``entries``: the e5 passes of a chunk of probes, then their
-    searches under the lock, chunk by chunk."""
-    probes = make_probes(entries)
-    observations: list[Observation] = []
-    for start in range(0, len(probes), CHUNK):
-        chunk = probes[start : start + CHUNK]
-        vectors = None if embed is None else await embed([probe.text for probe in chunk])
+    observing: Observing,
+) -> list[list[Candidate]]:
+    """Every label through both looks: the e5 passes of a chunk, then its searches under
+    the lock, chunk by chunk."""
+    scored: list[list[Candidate]] = []
+    for start in range(0, len(labels), CHUNK):
+        chunk = labels[start : start + CHUNK]
+        vectors = None if embed is None else await embed([label.text for label in chunk])
 
-        def run(chunk: list[Probe] = chunk, vectors: Vectors | None = vectors) -> list[Observation]:
+        def run(
+            chunk: Sequence[Label] = chunk, vectors: Vectors | None = vectors
+        ) -> list[list[Candidate]]:
             return [
-                probing(probe, None if vectors is None else vectors[i])
-                for i, probe in enumerate(chunk)
+                observing(label, None if vectors is None else vectors[i])
+                for i, label in enumerate(chunk)
             ]
 
-        observations += await under_lock(run)
-    return fit(observations, target, fingerprint(entries))
+        scored += await under_lock(run)
+    return scored

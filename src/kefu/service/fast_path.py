@@ -21,16 +21,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kefu.cache.answers import AnswerCache, CachedAnswer
-from kefu.calibration.features import first_look
-from kefu.calibration.fit import Observation
-from kefu.calibration.model import CALIBRATION_FILE, Calibration
-from kefu.calibration.probes import Probe
+from kefu.faq import decide as faq
+from kefu.faq.decide import Evidence, Verdict
+from kefu.faq.evidence import FINDINGS_BOUNDS, Features
+from kefu.faq.fit import Candidate as Found
+from kefu.faq.fit import Scored, candidates
+from kefu.faq.labels import LABELS_FILE, Label, LabelLog, current
+from kefu.faq.model import MODEL_FILE
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import OrderBackend
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
@@ -39,20 +42,27 @@ from kefu.knowledge.embedder import Embedder, Vectors, embed_message
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.misses import MISSES_FILE, MissLog
-from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, Pick, SecondLook, Transformer
-from kefu.service import decision
+from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, SecondLook, Transformer
 from kefu.service.cache_upkeep import evict_affected
-from kefu.service.calibration import Keeper, calibrate
+from kefu.service.calibration import Keeper, Seen
+from kefu.service.judging import Judge
 from kefu.service.plan import PASSAGE_FLOOR, Plan, Source, best_passages
 from kefu.service.rule_answers import answer_by_rule
-from kefu.service.second_look import Incidental, SecondLooker
+from kefu.service.second_look import SecondLooker
 from kefu.settings import Settings
 from kefu.text.message import Message
+from kefu.text.words import language
 from kefu.threads import lower_priority
 
 log = logging.getLogger("kefu.fastpath")
 
 T = TypeVar("T")
+FOLLOW_UP = "the message follows on from an earlier one"
+EXACT = "the question, word for word"
+# Verdicts from traffic between two fits: each fit runs only the new ones through the looks.
+REFIT_EVERY = 10
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
+NO_FIRST_LOOK = "first look: no answer with several questions leads"
 # Knowledge-base texts read ahead per round: about half a second of a thread of its own.
 READ_AHEAD_TEXTS = 2000
 # Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
@@ -75,9 +85,6 @@ class FastPath:
         self.orders = orders
         self.hours = hours
         self.router = RouterConfig(
-            faq_threshold=settings.faq_threshold,
-            faq_threshold_zh=settings.faq_threshold_zh,
-            faq_margin=settings.faq_margin,
             order_pattern=settings.order_pattern,
             order_example=settings.order_example,
             shop_name=settings.shop_name,
@@ -106,7 +113,13 @@ class FastPath:
         self.kb: KnowledgeBase | None = None
         self.cache: AnswerCache | None = None
         self.misses: MissLog | None = None
-        self.keeper = Keeper(settings.data_dir / CALIBRATION_FILE, settings.faq_precision)
+        self.labels: LabelLog | None = None
+        self.keeper = Keeper(
+            settings.data_dir / MODEL_FILE, settings.faq_precision, settings.judge_error
+        )
+        self._seen = Seen()
+        self.judge: Judge | None = None
+        self._verdicts = 0
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run knowledge-base or cache work on the fast path's own thread."""
@@ -151,9 +164,9 @@ class FastPath:
             change = self.kb.load_demo()
             log.info("knowledge base was empty: loaded the demo (%d entries)", len(change.added))
         self.kb.prepare()
-        if self.settings.faq_calibration:
-            self.keeper.open(self.kb.entries())
         self.misses = MissLog(data_dir / MISSES_FILE)
+        self.labels = LabelLog(data_dir / LABELS_FILE)
+        self.keeper.open(self._current()[0])
         self.cache = AnswerCache(
             data_dir / "cache.db",
             threshold=self.settings.cache_threshold,
@@ -161,11 +174,7 @@ class FastPath:
             embedder=f"{self.embedder.name}/{self.embedder.dim}",
         )
         if self.settings.second_look and self._transformer_factory is not None:
-            look = SecondLook(
-                self._transformer_factory(),
-                data_dir / SECOND_LOOK_FILE,
-                margin=self.settings.second_look_margin,
-            )
+            look = SecondLook(self._transformer_factory(), data_dir / SECOND_LOOK_FILE)
             self.second_look = SecondLooker(look)
         log.info("fast path ready: %d knowledge-base entries", len(self.kb))
 
@@ -173,7 +182,7 @@ class FastPath:
         await self.keeper.close()
 
         def close() -> None:
-            for part in (self.kb, self.cache, self.misses):
+            for part in (self.kb, self.cache, self.misses, self.labels):
                 if part is not None:
                     part.close()
 
@@ -208,7 +217,7 @@ class FastPath:
         take the message, and the transformer's pass would only delay its refusal)."""
         read = self.router.read(message)
         rules = read_rules(read, failures=failures, config=self.router)
-        routing = route(read, (), config=self.router, rules=rules)
+        routing = route(read, config=self.router, rules=rules)
         if routing.intent in ("handoff", "order_status", "smalltalk"):
             return await answer_by_rule(
                 routing,
@@ -219,57 +228,69 @@ class FastPath:
                 hours=self.hours,
             )
         plan = await self._look_up(lambda: self._exact(read) or self._search(read, scope, rules))
-        if (
-            second_look
-            and plan.tier == "llm"
-            and plan.routing.intent == "general"
-            and not rules.follow_up
-        ):
-            if self.keeper.calibration is not None:
-                return await self._look_again_calibrated(read, plan, self.keeper.calibration)
-            return await self._look_again(read, plan) or plan
+        if second_look and plan.tier == "llm" and not rules.follow_up:
+            plan = await self._look_again(read, plan)
+        if plan.routing.intent == "general" and plan.routing.reason is not None:
+            await self._look_up(lambda: self._note_miss(read, plan.passages, plan.routing))
         return plan
 
-    async def _look_again_calibrated(
-        self, message: Message, declined: Plan, calibration: Calibration
-    ) -> Plan:
-        """The second look, weighed by the calibrated decision (``decide_second``)."""
+    def _decide(self, evidence: Evidence) -> Verdict:
+        return faq.decide(evidence, self.keeper.model, self.settings.faq_precision)
+
+    def worth_reading(self, retrieval: Features) -> bool:
+        """Whether the guard's findings could still lift the first look's candidate to
+        the threshold: they can only lower P(right), so retrieval's features with each
+        finding at its best bound it (the guard was a third of a first look's CPU)."""
+        model, target = self.keeper.model, self.settings.faq_precision
+        return model.highest("first", retrieval, FINDINGS_BOUNDS) >= model.threshold(target)
+
+    async def _look_again(self, message: Message, declined: Plan) -> Plan:
+        """The second look: e5's nearest answer, decided on its own evidence."""
         if self.second_look is None:
             return declined
         # The folded text: a message and its phone-typed twin are one to e5 too.
         nearest = await self.second_look.nearest(message.folded)
         if nearest is None:
             return declined
-        judged = await self._look_up(
-            lambda: decision.second_look_features(self._knowledge(), message, nearest)
-        )
-        if judged is None:
+        evidence = await self._look_up(lambda: faq.second(self._knowledge(), message, nearest))
+        if evidence is None:
             return declined
-        entry, features = judged
-        return decision.decide_second(
-            declined, entry, nearest, features, calibration, kb_passages=self.settings.kb_passages
-        )
-
-    async def _look_again(self, message: Message, declined: Plan) -> Plan | None:
-        """The second look (``service/second_look.py``), before the LLM."""
-        if self.second_look is None:
-            return None
-
-        async def judge(pick: Pick, incidental: Incidental) -> tuple[KbEntry, str | None] | None:
-            return await self._look_up(
-                lambda: decision.judge(self._knowledge(), message, pick, incidental)
+        verdict = self._decide(evidence)
+        entry = evidence.entry
+        if verdict.serve:
+            candidate = Candidate("faq", verdict.probability, entry.id)
+            reason = f"second look: e5 {nearest.similarity:.2f}, p {verdict.probability:.2f}"
+            p, margin = verdict.probability, nearest.margin
+            routing = Routing("faq", p, margin, (candidate,), reason=reason)
+            source = Source("kb", entry.id, entry.question)
+            return replace(
+                declined,
+                routing=routing,
+                tier="faq",
+                reply=entry.answer,
+                source=source,
+                passages=(),
             )
-
-        answer = await self.second_look.answer(message.folded, judge)
-        if answer is None:
-            return None
-        entry, pick = answer.entry, answer.pick
-        candidate = Candidate("faq", pick.similarity, entry.id)
-        routing = Routing("faq", pick.similarity, pick.margin, (candidate,), reason=answer.reason)
-        source = Source("kb", entry.id, entry.question)
-        return replace(
-            declined, routing=routing, tier="faq", reply=entry.answer, source=source, passages=()
+        if entry.id not in {e.id for e in declined.declined}:
+            declined = replace(declined, declined=(*declined.declined, entry))
+        candidate = Candidate("faq", verdict.probability, entry.id)
+        others = tuple(c for c in declined.routing.candidates if c.intent != "faq")
+        routing = Routing(
+            "general",
+            verdict.probability,
+            nearest.margin,
+            (candidate, *others),
+            reason=verdict.reason,
         )
+        declined = replace(declined, routing=routing)
+        passages = declined.passages
+        # The first look reads words, so it finds nothing across languages: the entry e5
+        # found in another language goes to the LLM, which answers in the customer's.
+        crossing = language(entry.answer) != declined.lang
+        if crossing and entry.id not in {hit.entry.id for hit in passages}:
+            passage = Hit(entry, nearest.similarity, 0.0, nearest.similarity)
+            passages = (passage, *passages)[: max(self.settings.kb_passages, 1)]
+        return replace(declined, passages=passages)
 
     def _exact(self, message: Message) -> Plan | None:
         """A knowledge-base question asked word for word: no search needed."""
@@ -278,7 +299,7 @@ class FastPath:
         if entry is None:
             return None
         candidate = Candidate("faq", 1.0, entry.id)
-        routing = Routing("faq", 1.0, 1.0, (candidate,), reason="the question, word for word")
+        routing = Routing("faq", 1.0, 1.0, (candidate,), reason=EXACT)
         source = Source("kb", entry.id, entry.question)
         return Plan(routing, message.lang, "faq", entry.answer, source)
 
@@ -288,52 +309,83 @@ class FastPath:
         assert self.embedder is not None
         lang = message.lang
         vector = embed_message(self.embedder, message)
-        hits = self.kb.search(
-            message, query_vector=vector, k=max(self.settings.kb_passages, decision.ROUTER_HITS)
-        )
-        routing = route(message, hits, config=self.router, rules=rules)
-        calibration = self.keeper.calibration
-        # Whether the FAQ guard or the answer cache reads the entities (once, kept in
-        # the message): then the miss log knows whether they are the customer's own data.
-        entities = routing.intent == "faq" or self.settings.answer_cache or calibration is not None
-        if calibration is not None:
-            first = first_look(hits)
-            routing = decision.decide_first(self.kb, message, first, routing, calibration, rules)
+        k = max(self.settings.kb_passages, faq.HITS)
+        hits = self.kb.search(message, query_vector=vector, k=k)
+        routing, looked = self._first_look(message, hits, rules)
+        declined = () if looked is None else (looked,)
         if routing.intent == "faq" and routing.faq is not None:
             entry = routing.faq.entry
-            # The calibrated decision weighed the guard's objection already.
-            objection = (
-                None if calibration is not None else decision.objection(self.kb, message, entry)
-            )
-            if objection is None:
-                source = Source("kb", entry.id, entry.question)
-                return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
-            routing = replace(routing, intent="general", faq=None, reason=objection)
-        personal = bool(message.entities.personal) if entities else None
-        self._note_miss(message, hits, routing, personal)
+            source = Source("kb", entry.id, entry.question)
+            return Plan(routing, lang, "faq", entry.answer, source, vector=vector)
+        passages = best_passages(hits, self.settings.kb_passages)
         if rules.follow_up:  # what it asks is in the conversation: not in the cache, nor for it
-            return Plan(routing, lang, passages=best_passages(hits, self.settings.kb_passages))
+            return Plan(routing, lang, passages=passages)
         if self.settings.answer_cache:
             lookup = self.cache.lookup(scope, message, vector)
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
-        return Plan(
-            routing, lang, passages=best_passages(hits, self.settings.kb_passages), vector=vector
-        )
+        return Plan(routing, lang, passages=passages, vector=vector, declined=declined)
 
-    def _note_miss(
-        self, message: Message, hits: Sequence[Hit], routing: Routing, personal: bool | None
-    ) -> None:
-        """A message the best FAQ nearly answered: a phrasing the knowledge base lacks.
-        ``personal``: whether it carries the customer's own data, when already read."""
+    def _first_look(
+        self, message: Message, hits: list[Hit], rules: Rules
+    ) -> tuple[Routing, KbEntry | None]:
+        """The first look's best answer and the verdict on it, as the route says it, and
+        the candidate it looked at."""
+        others = rules.candidates()
+        if rules.follow_up:
+            return Routing("general", 0.0, 1.0, tuple(others), reason=FOLLOW_UP), None
+        worth = self.worth_reading
+        evidence = faq.first(self._knowledge(), message, hits, worth_reading=worth)
+        if evidence is None:
+            return Routing("general", 0.0, 1.0, tuple(others), reason=NO_FIRST_LOOK), None
+        verdict = self._decide(evidence)
+        p, lead = verdict.probability, evidence.lead
+        candidates = (Candidate("faq", p, evidence.entry.id), *others)
+        if verdict.serve:
+            hit = next(hit for hit in hits if hit.entry.id == evidence.entry.id)
+            return Routing("faq", p, lead, candidates, faq=hit), evidence.entry
+        routing = Routing("general", p, lead, candidates, reason=verdict.reason)
+        return routing, evidence.entry
+
+    def _note_miss(self, message: Message, hits: Sequence[Hit], routing: Routing) -> None:
+        """A message the best FAQ nearly answered: a phrasing the knowledge base lacks."""
         if self.misses is None or not hits or routing.reason is None:
             return
+        # Whether it carries the customer's own data, where the guard or the answer cache
+        # read its entities already (kept in the message).
+        read = self.settings.answer_cache or any(c.intent == "faq" for c in routing.candidates)
+        personal = bool(message.entities.personal) if read else None
         # The router's choice (the best answer's phrasing), which need not be the top hit.
         chosen = next((c.detail for c in routing.candidates if c.intent == "faq"), None)
         best = next((hit for hit in hits if hit.entry.id == chosen), hits[0])
         if best.entry.kind == "faq" and best.score >= PASSAGE_FLOOR:
             self.misses.record(message, best.entry, best.score, routing.reason, personal=personal)
+
+    def after_reply(self, message: str, plan: Plan, spawn: Spawn) -> None:
+        """The judge, if there is one, on what this turn leaves open: the answer served,
+        sometimes; the declined candidates the LLM read among its passages."""
+        if self.judge is None or not message.strip():
+            return
+        if plan.tier == "faq" and plan.source is not None and plan.reply is not None:
+            if plan.routing.reason != EXACT:
+                served = KbEntry.make(plan.source.question, plan.reply)
+                self.judge.after_reply(message, served, [], spawn)
+        elif plan.tier == "llm":
+            read = {hit.entry.id for hit in plan.passages}
+            shown = [entry for entry in plan.declined if entry.id in read]
+            if shown:
+                self.judge.after_reply(message, None, shown, spawn)
+
+    async def record_verdict(self, message: str, answer: str, said: bool) -> None:
+        """A judge's verdict: a label, and a refit in a coming round."""
+        labels = self.labels
+        if labels is None:
+            return
+        await self.run(lambda: labels.add(message, answer, said))
+        self._verdicts += 1
+        if self._verdicts % REFIT_EVERY == 0:
+            self.keeper.stale = True
 
     async def remember(
         self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]
@@ -373,6 +425,7 @@ class FastPath:
         if change:
             assert self.kb is not None
             self.keeper.stale = True
+            self._seen.forget()
             self.kb.prepare()
             if self.cache is not None and self.embedder is not None:
                 evict_affected(
@@ -403,25 +456,34 @@ class FastPath:
 
         await self.run(refresh)
         await self.read_ahead()
-        if await self.follow_second_look() == 0 and self.settings.faq_calibration:
-            self.keeper.follow(lambda: self.read_kb(KnowledgeBase.entries), self.calibrate)
+        if await self.follow_second_look() == 0:
+            self.keeper.follow(self._to_fit, self._observe_labels)
 
-    async def calibrate(self) -> Calibration:
-        """Fit the decision to the knowledge base as it is now (``service/calibration.py``)."""
-        entries = await self.read_kb(KnowledgeBase.entries)
+    def _current(self) -> tuple[str, list[Label]]:
+        """The state a model is fitted to, and its labels (under the lock)."""
+        assert self.misses is not None
+        assert self.labels is not None
+        return current(self._knowledge().entries(), self.misses, self.labels)
+
+    async def _to_fit(self) -> tuple[str, list[Label]]:
+        return await self.run(self._current)
+
+    async def _observe_labels(self, labels: list[Label]) -> list[list[Scored]]:
         look = None if self.second_look is None else self.second_look.look
 
-        def probing(probe: Probe, vector: Vectors | None) -> Observation:
-            return decision.observe(self._knowledge(), look, probe, vector)
+        def observing(label: Label, vector: Vectors | None) -> list[Found]:
+            return candidates(self._knowledge(), look, label.text, vector, label.excluded)
 
         embed = None if self.second_look is None else self.second_look.embed
-        return await calibrate(
-            entries,
-            self.settings.faq_precision,
-            under_lock=self.run,
-            embed=embed,
-            probing=probing,
+        return await self._seen.scored(
+            labels, under_lock=self.run, embed=embed, observing=observing
         )
+
+    async def calibrate(self) -> None:
+        """Fit the decision to the knowledge base and its labels now; returns when done."""
+        self.keeper.stale = True
+        self.keeper.follow(self._to_fit, self._observe_labels)
+        await self.keeper.settled()
 
     async def follow_second_look(self) -> int:
         """Give the second look the knowledge base's texts it has not embedded yet (the

@@ -15,8 +15,11 @@ from typing import Literal
 from kefu.engine.base import DEFAULT_GROUP, Engine
 from kefu.engine.groups import EngineGroups
 from kefu.errors import NotFound
-from kefu.fastpath.router import RULE_THRESHOLD, RouterConfig, Routing
+from kefu.fastpath.router import RULE_THRESHOLD, Routing
 from kefu.limits.admission import Admission
+
+# A declined FAQ candidate at least this likely right makes its turn the FAQ group's.
+FAQ_INTENT_PROBABILITY = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,18 +103,16 @@ class Groups:
         )
 
 
-def turn_intent(routing: Routing, config: RouterConfig, lang: str) -> str:
+def turn_intent(routing: Routing) -> str:
     """What a turn the LLM answers is about, for its group: the router's intent, or when
     it declined every candidate (general), the most confident one that reached its own
-    threshold and was declined only for its margin (two readings too close to call). A
-    message nothing matched well is general, for the default group."""
+    bar: a rule's threshold, or for an FAQ entry the decision declined, a probability of
+    being right of at least FAQ_INTENT_PROBABILITY (about the entry, not sure enough to
+    serve it). A message nothing matched well is general, for the default group."""
     if routing.intent != "general":
         return routing.intent
-    faq_threshold = config.faq_threshold
-    if config.faq_threshold_zh is not None and lang == "zh":
-        faq_threshold = config.faq_threshold_zh
     for candidate in routing.candidates:  # best first
-        threshold = faq_threshold if candidate.intent == "faq" else RULE_THRESHOLD
-        if candidate.confidence >= threshold:
+        bar = FAQ_INTENT_PROBABILITY if candidate.intent == "faq" else RULE_THRESHOLD
+        if candidate.confidence >= bar:
             return candidate.intent
     return "general"

@@ -9,7 +9,7 @@ from typing import Literal
 from kefu.fastpath.router import Routing
 from kefu.knowledge.base import Hit
 from kefu.knowledge.embedder import Vectors
-from kefu.knowledge.entries import answer_key
+from kefu.knowledge.entries import KbEntry, answer_key
 
 Tier = Literal["cache", "faq", "tool", "handoff", "smalltalk", "llm"]
 # Passages below this fused score are noise in the LLM's context, not help.
@@ -34,6 +34,8 @@ class Plan:
     source: Source | None = None
     passages: tuple[Hit, ...] = ()
     vector: Vectors | None = None  # the message's embedding, to cache the LLM's answer
+    # The looks' candidates the decision declined: a judge may be asked about them.
+    declined: tuple[KbEntry, ...] = ()
 
 
 def best_passages(hits: Sequence[Hit], limit: int) -> tuple[Hit, ...]:

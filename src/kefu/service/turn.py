@@ -201,7 +201,7 @@ async def run_turn(
                 return
 
             if plan is not None and fast_path is not None and len(runtime.groups) > 1:
-                intent = turn_intent(plan.routing, fast_path.router, read.lang)
+                intent = turn_intent(plan.routing)
                 group = runtime.groups.for_intent(intent)
                 if ticket is not None and group is not runtime.groups.default:
                     runtime.admission.release(ticket)  # the second look's, not this group's
@@ -354,6 +354,8 @@ async def _answer_fast(
             plan.routing,
             plan.source,
         )
+        if runtime.fast_path is not None and plan.tier == "faq":
+            runtime.fast_path.after_reply(message, plan, runtime.spawn)
     finally:
         if not stored:
             runtime.write_behind(
@@ -457,6 +459,8 @@ async def _answer_by_llm(
                 )
             # Only an answer that rests on nothing the customer said before is reusable.
             fast_path = runtime.fast_path
+            if fast_path is not None and plan is not None and outcome == "stop":
+                fast_path.after_reply(message, plan, runtime.spawn)
             vector = plan.vector if plan is not None else None
             if (
                 first_turn

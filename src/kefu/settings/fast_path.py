@@ -25,58 +25,48 @@ class FastPathSettings(SettingsGroup):
         "Chinese) when the knowledge base is empty, and its sample orders into a new "
         "SQLite order table.",
     )
-    faq_threshold: float = Field(
-        0.45,
-        ge=0,
-        le=1,
-        description="Fused retrieval score a knowledge-base answer needs to be served verbatim "
-        "for a message without Chinese; below it the message goes to the LLM with the best "
-        "passages. The FAQ guard's checks apply at any score.",
-    )
-    faq_threshold_zh: float = Field(
-        0.28,
-        ge=0,
-        le=1,
-        description="The same for a message with Chinese, whose paraphrases score lower "
-        "(fewer words, each weighing more).",
-    )
-    faq_margin: float = Field(
-        0.03,
-        ge=0,
-        le=1,
-        description="Lead the best knowledge-base answer needs over the runner-up; closer "
-        "means ambiguous, and the LLM answers with both in its context.",
-    )
     second_look: bool = Field(
         True,
         description="Before a question the fast path declined goes to the LLM, let "
         "multilingual-e5-small read it (one to three passes of about 17 ms, off the event "
         "loop) and answer from the knowledge base when it is sure.",
     )
-    second_look_margin: float = Field(
-        0.02,
-        ge=0,
-        le=1,
-        description="Lead, in e5 cosine similarity, the second look's best answer needs "
-        "over the next answer's best question.",
-    )
-    # The calibrated fast path (issue 24): the precision it keeps.
     faq_precision: float = Field(
         0.95,
         gt=0,
         lt=1,
-        description="Serve a knowledge-base answer verbatim only where the calibrated "
-        "decision (a prior fitted on customers' wording of other knowledge bases, measured "
-        "on this one's probes at start and after every change, in the background; `kefu kb "
-        "calibrate`) estimates it right with at least this probability; otherwise the LLM "
-        "answers with the passages. Until the first calibration of a data dir, the fixed "
-        "threshold and margin decide.",
+        description="Serve a knowledge-base answer verbatim only where the decision "
+        "estimates it right at a threshold whose precision this knowledge base's labels "
+        "bound from below at this value (Clopper-Pearson, 95 percent confidence; its own "
+        "phrasings held out, reviewed misses, a judge's verdicts on traffic), fitted in "
+        "the background; where the labels are too few, the shipped prior's conservative "
+        "threshold. Otherwise the LLM answers with the passages.",
     )
-    faq_calibration: bool = Field(
-        True,
-        description="Fit the fast path's decision to the knowledge base and keep the "
-        "precision asked for (false: the fixed threshold and margin decide, as before the "
-        "first calibration).",
+    judge_engine: str | None = Field(
+        None,
+        description="An OpenAI-compatible engine (base URL, e.g. http://gpu-host:8000/v1) "
+        "able to judge whether a knowledge-base answer answers a message: after the reply, "
+        "in the background, it labels messages the LLM answered with an entry among its "
+        "passages, and a share of those the fast path served (falling as the entry's "
+        "verdicts grow); the labels refit the decision. Unset: no judge.",
+    )
+    judge_with_engine: bool = Field(
+        False,
+        description="Judge with the serving engine (the operator says it is able to): the "
+        "same background labelling as --judge-engine, on the engine that answers.",
+    )
+    judge_error: float = Field(
+        0.0,
+        ge=0,
+        lt=0.5,
+        description="How often, at least, the judge's verdicts are wrong (a lower bound "
+        "measured on labels whose answer is known): the precision its labels bound is "
+        "corrected for it. A judge wrong 10 percent of the time makes right answers look "
+        "right 90 percent of the time; taking out more error than it makes would overstate "
+        "the precision, so 0 (no correction) is the safe default.",
+    )
+    judge_model: str | None = Field(
+        None, description="The model name sent to --judge-engine (default: the first it lists)."
     )
     kb_passages: int = Field(
         3,

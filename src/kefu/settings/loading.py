@@ -18,6 +18,11 @@ ENV_PREFIX = "KEFU_"
 # warning rather than refused (an unknown name is refused: it is most likely a typo).
 REMOVED_SETTINGS = {
     "embed_workers": "the static embedder needs no worker threads",
+    "faq_threshold": "one decision from the first message on: --faq-precision",
+    "faq_threshold_zh": "one decision from the first message on: --faq-precision",
+    "faq_margin": "one decision from the first message on: --faq-precision",
+    "second_look_margin": "the second look's leads are evidence for --faq-precision's decision",
+    "faq_calibration": "the decision is always fitted to the knowledge base's labels",
 }
 log = logging.getLogger("kefu.settings")
 

@@ -100,7 +100,7 @@ def twins(draw: st.DrawFn) -> tuple[str, str]:
     return message, twin
 
 
-CONFIG = RouterConfig(faq_threshold=0.6, faq_margin=0.03)
+CONFIG = RouterConfig()
 
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)

@@ -1,8 +1,9 @@
 """Before a knowledge-base answer is served verbatim: is the entry about what was asked?
 
 Embeddings place "how do I cancel my gym membership?" next to "how do I cancel my
-order?": same frame, different object. Cheap checks catch most such near misses,
-and a message they stop goes to the LLM with the passages instead:
+order?": same frame, different object. Cheap checks catch most such near misses; what
+they find is typed evidence (``Objection``) that the decision (``faq.decide``) weighs
+beside the retrieval scores, not a veto:
 
 - every id and proper name of the message (an order number, Amazon, 宜家) appears in
   the entry; numbers, places and days need not (the shipping answer lists the
@@ -34,7 +35,9 @@ and "my parcel didn't arrive", 登不上去 or 你们发美国不 ask the same a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from kefu.knowledge.entries import KbEntry
@@ -46,9 +49,45 @@ from kefu.text.frame import swapped
 from kefu.text.message import Message, as_message
 from kefu.text.words import is_cjk_word
 
-# How the guard words an objection that the entry is about something else: an opposite
-# picked or a subject swapped (the calibrated decision weighs it apart from the rest).
-ABOUT_ELSE = "the entry is about"
+
+class Concern(Enum):
+    """What the guard found wrong with an entry for a message: the decision weighs the
+    kind, the reason shown to an operator words it (``Objection.sentence``)."""
+
+    UNMENTIONED = "unmentioned"  # an id or a name of the message the entry does not name
+    PLACE = "place"  # a place the knowledge base never names, for an entry naming none
+    DENIAL = "denial"  # the message says what it is not asking about
+    SELLS = "sells"  # asks what the shop sells, of an entry not about that
+    ADVICE = "advice"  # asks which product to choose, of an entry not about that
+    ABOUT_ELSE = "about_else"  # an opposite picked or a subject swapped
+    NO_TOPIC = "no_topic"  # the message names no topic of its own
+    UNKNOWN_WORDS = "unknown_words"  # words the knowledge base never uses
+    OFF_TOPIC = "off_topic"  # words the answer does not come near
+
+
+_SENTENCES = {
+    Concern.UNMENTIONED: "the entry does not mention {}",
+    Concern.PLACE: "the message names {}; the entry no place",
+    Concern.DENIAL: "the message says what it is not asking about",
+    Concern.SELLS: "the message asks what the shop sells; the entry is not about that",
+    Concern.ADVICE: "the message asks which product to choose; the entry is not about that",
+    Concern.ABOUT_ELSE: "the entry is about {}",
+    Concern.NO_TOPIC: "the message names no topic of its own",
+    Concern.UNKNOWN_WORDS: "the knowledge base never mentions {}",
+    Concern.OFF_TOPIC: "the answer is not about {}",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Objection:
+    concern: Concern
+    detail: str = ""  # the words concerned, for the sentence
+
+    @property
+    def sentence(self) -> str:
+        return _SENTENCES[self.concern].format(self.detail)
+
+
 # Chosen on the dev split of benchmarks/data/answer_quality.csv: the unknown words of
 # paraphrases (quantity, 块) come nearer a KB word than those of near misses (gym, 微信).
 NEAR_ENOUGH = 0.7
@@ -219,8 +258,7 @@ def faq_objection(
     kb_words: Lexicon,
     answer: AnswerGroup,
     catalogue: Lexicon | None = None,
-    incidental: Callable[[Sequence[str]], bool] | None = None,
-) -> str | None:
+) -> Objection | None:
     """Why the entry must not answer the message verbatim, or None when it may.
 
     ``kb_words`` are the words of the whole knowledge base; ``answer`` is the entry's
@@ -240,23 +278,20 @@ def faq_objection(
                 continue
             known: frozenset[str] = getattr(covered, kind)
             if item not in known and item.casefold() not in text and item not in covered.words:
-                return f"the entry does not mention {item}"
+                return Objection(Concern.UNMENTIONED, item)
     elsewhere_places = [p for p in sorted(asked.places) if not _named(p, kb_words)]
     if elsewhere_places and not covered.places:
         # A place is a detail of an answer that names places (the list of countries
         # answers "do you ship to Brazil?"), not of one that names none: the pickup
         # lockers' answer does not say whether a parcel goes to Germany. A place the
         # shop names somewhere (its own country) is where customers are, not a topic.
-        return "the message names " + ", ".join(elsewhere_places) + "; the entry no place"
+        return Objection(Concern.PLACE, ", ".join(elsewhere_places))
     if _DENIAL.search(message.folded):
-        return "the message says what it is not asking about"
-    # The second look (``incidental`` given) has no score vouching that an answer which
-    # mentions stock ("notify me when it is back in stock") is about what the shop sells.
-    second_look = incidental is not None
-    if _SELLS.search(message.folded) and (second_look or not _SELLS.search(text)):
-        return "the message asks what the shop sells; the entry is not about that"
+        return Objection(Concern.DENIAL)
+    if _SELLS.search(message.folded) and not _SELLS.search(text):
+        return Objection(Concern.SELLS)
     if _ADVICE.search(message.folded) and not _ADVICE.search(text):
-        return "the message asks which product to choose; the entry is not about that"
+        return Objection(Concern.ADVICE)
     # Each phrasing's entities and its minimal pair with the message, read once for the
     # two checks below.
     questions = answer.questions(entry)
@@ -268,27 +303,20 @@ def faq_objection(
     if not topic:
         # "what time is it in London?" shares only a place and generic words with the
         # phrasing that matched it: nothing says the topic is the same.
-        return "the message names no topic of its own"
+        return Objection(Concern.NO_TOPIC)
     unfamiliar = _unfamiliar(topic, kb_words)
     if unfamiliar:
-        if incidental is None or not incidental(unfamiliar):
-            return "the knowledge base never mentions " + ", ".join(unfamiliar[:5])
-        topic = [word for word in topic if word not in unfamiliar]
-        if not topic:
-            return "the message names no topic of its own"
+        return Objection(Concern.UNKNOWN_WORDS, ", ".join(unfamiliar[:5]))
     if catalogue is not None and not is_catalogue(entry):
         topic = [word for word in topic if not uses(catalogue, word)]
     for swap in swaps:
         if swap is not None and _unfamiliar(_within(topic, swap[0]), answer.vocabulary):
             # 邮局几点开门 is 实体店几点开门 with its subject swapped for one the answer
             # never names: however well other phrasings fit, it asks about something else.
-            return f"{ABOUT_ELSE} {swap[1]}, not {swap[0]}"
+            return Objection(Concern.ABOUT_ELSE, f"{swap[1]}, not {swap[0]}")
     elsewhere = _unfamiliar(topic, answer.vocabulary)
-    # One foreign word is a detail when the first look's scores vouch for the entry; the
-    # second look's must each be incidental.
-    allowed = OFF_TOPIC_WORDS if incidental is None else 0
-    if len(elsewhere) > allowed and (incidental is None or not incidental(elsewhere)):
-        return "the answer is not about " + ", ".join(elsewhere[:5])
+    if len(elsewhere) > OFF_TOPIC_WORDS:  # one is a detail ("this morning", "instead")
+        return Objection(Concern.OFF_TOPIC, ", ".join(elsewhere[:5]))
     return None
 
 
@@ -314,14 +342,15 @@ def _place_words(asked: Salient) -> frozenset[str]:
     return frozenset(words)
 
 
-def _differs(asked: Salient, question: Salient, swap: tuple[str, str] | None) -> str | None:
+def _differs(asked: Salient, question: Salient, swap: tuple[str, str] | None) -> Objection | None:
     """How the question differs from the message: an opposite picked, or ``swap``, the
     minimal pair of their frames."""
     for group in {g for g, _ in asked.contrasts} & {g for g, _ in question.contrasts}:
         mine = {alt for g, alt in asked.contrasts if g == group}
         theirs = {alt for g, alt in question.contrasts if g == group}
         if mine != theirs:
-            return f"{ABOUT_ELSE} {', '.join(sorted(theirs))}, not {', '.join(sorted(mine))}"
+            detail = f"{', '.join(sorted(theirs))}, not {', '.join(sorted(mine))}"
+            return Objection(Concern.ABOUT_ELSE, detail)
     if swap is not None:
-        return f"{ABOUT_ELSE} {swap[1]}, not {swap[0]}"
+        return Objection(Concern.ABOUT_ELSE, f"{swap[1]}, not {swap[0]}")
     return None

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from kefu.fastpath.faq_guard import faq_objection, unfamiliar_terms
+from kefu.faq.guard import Concern, faq_objection, unfamiliar_terms
 from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import AnswerGroup
@@ -88,16 +88,15 @@ def objection(
         phrasings: Sequence[str] = (),
         *,
         products: bool = True,
-        incidental: Callable[[Sequence[str]], bool] | None = None,
     ) -> str | None:
-        return faq_objection(
+        found = faq_objection(
             message,
             entry,
             kb_words=kb_words,
             answer=AnswerGroup.of(entry, phrasings, static_embedder),
             catalogue=catalogue if products else None,
-            incidental=incidental,
         )
+        return None if found is None else found.sentence
 
     return check
 
@@ -148,27 +147,22 @@ def test_a_word_the_knowledge_base_never_uses_nor_comes_near_stops_it(objection:
     assert "健身房" in why
 
 
-def test_words_the_second_look_calls_incidental_do_not_stop_it(objection: Objection) -> None:
-    asked: list[list[str]] = []
+def test_the_findings_are_typed(
+    static_embedder: StaticEmbedder, kb_words: Vocabulary, catalogue: Vocabulary
+) -> None:
+    """The decision weighs the kind of objection, never its wording."""
 
-    def incidental(words: Sequence[str]) -> bool:
-        asked.append(list(words))
-        return words == ["tho"]
+    def concern(message: str, entry: KbEntry) -> Concern | None:
+        answer = AnswerGroup.of(entry, (), static_embedder)
+        found = faq_objection(message, entry, kb_words=kb_words, answer=answer, catalogue=catalogue)
+        return None if found is None else found.concern
 
-    message = "how do i return an order tho?"
-    assert objection(message, RETURNS) == "the knowledge base never mentions tho"
-    assert objection(message, RETURNS, incidental=incidental) is None
-    assert asked == [["tho"]]
-    assert objection("can I return my gym bag?", RETURNS, incidental=incidental) is not None
-    # The words foreign to the answer are asked about too.
-    asked.clear()
-    message = "wrong bank account, what should I do?"
-    assert objection(message, WRONG_ITEM, incidental=incidental) is not None
-    assert asked == [["bank", "account"]]
-    assert objection(message, WRONG_ITEM, incidental=lambda words: True) is None
-    # A message whose every topic word is forgiven names no topic.
-    why = objection("gym?", RETURNS, incidental=lambda words: True)
-    assert why == "the message names no topic of its own"
+    assert concern("how do i return an order?", RETURNS) is None
+    assert concern("how do i return an order tho?", RETURNS) is Concern.UNKNOWN_WORDS
+    assert concern("What's the return policy of Amazon?", RETURNS) is Concern.UNMENTIONED
+    assert concern("wrong bank account, what should I do?", WRONG_ITEM) is Concern.OFF_TOPIC
+    assert concern("what time is it in London?", RETURNS) is Concern.PLACE
+    assert concern("德国可以退货吗", RETURNS_ZH) is Concern.PLACE
 
 
 def test_two_words_foreign_to_the_answer_stop_it(objection: Objection) -> None:

@@ -1,6 +1,6 @@
-"""What the calibrated decision reads of a message's retrieval: the same features for a
-customer's message while serving and for a probe while calibrating, so the estimate the
-calibration fits is the one serving applies.
+"""What the decision reads of a message's looks: the same features for a customer's
+message while serving and for a label while calibrating, so the estimate the
+calibration measures is the one serving applies.
 
 First look (the static word table and BM25, a millisecond): the best answer's fused
 score, its lead over the next answer, its lexical and dense parts. Second look
@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kefu.fastpath.faq_guard import ABOUT_ELSE
+from kefu.faq.guard import Concern, Objection
 from kefu.knowledge.base import Hit
 from kefu.knowledge.entries import answer_key
 from kefu.knowledge.second_look import Nearest
@@ -29,7 +29,6 @@ Features = tuple[float, ...]
 # A lead over the passages past this is as good as any: a knowledge base without
 # passages has none to lead, and its leads must not dwarf the others'.
 CONTEXT_LEAD_CAP = 0.2
-UNKNOWN_WORDS = "the knowledge base never mentions"
 # A negation in English or Chinese (非 is left out: 非常 is "very").
 _NEGATION = re.compile(r"\b(?:not|no|never|without|cannot)\b|n't|[不没无别未]", re.IGNORECASE)
 
@@ -38,7 +37,7 @@ _NEGATION = re.compile(r"\b(?:not|no|never|without|cannot)\b|n't|[不没无别�
 class Findings:
     """What the FAQ guard and the words say about one message and one entry."""
 
-    objection: str | None  # the guard's
+    objection: Objection | None  # the guard's
     unknown: int  # content words the knowledge base never uses
     foreign: int  # content words it uses, but not in this answer
     negation: bool  # one of the message and the entry's question is negated, not both
@@ -46,21 +45,17 @@ class Findings:
     # (1.0: the answer uses them all).
     weakest: float
 
-    # Which way each of ``features`` may move P(right) (``Logistic.fit``'s signs): each
-    # says the entry may be wrong, except the nearness of the least covered word.
-    SIGNS = (-1, -1, -1, -1, -1, -1, +1)
-
     def features(self) -> Features:
-        objection = self.objection or ""
+        concern = None if self.objection is None else self.objection.concern
         return (
-            float(self.objection is not None),
-            float(objection.startswith(UNKNOWN_WORDS)),
+            float(concern is not None),
+            float(concern is Concern.UNKNOWN_WORDS),
             float(min(self.unknown, 3)),
             float(min(self.foreign, 3)),
             float(self.negation),
             # An opposite picked or a subject swapped: on the dev sets nearly always a
             # near miss, where the guard's other objections often stop paraphrases.
-            float(objection.startswith(ABOUT_ELSE)),
+            float(concern is Concern.ABOUT_ELSE),
             self.weakest,
         )
 
@@ -127,11 +122,6 @@ def first_features(hit: Hit, lead: float, findings: Findings) -> Features:
     return (*first_retrieval(hit, lead), *findings.features())
 
 
-# The fused score and its lead can only raise P(right); its lexical and dense parts,
-# given the score, may go either way.
-FIRST_SIGNS = (+1, +1, 0, 0, *Findings.SIGNS)
-
-
 def second_features(nearest: Nearest, findings: Findings) -> Features:
     lead = min(nearest.over_context, CONTEXT_LEAD_CAP)
     by_answer = (
@@ -140,7 +130,3 @@ def second_features(nearest: Nearest, findings: Findings) -> Features:
         float(nearest.answer_margin > 0),
     )
     return (nearest.similarity, nearest.margin, lead, *by_answer, *findings.features())
-
-
-# Nearer and further ahead, by question or by answer, can only raise P(right).
-SECOND_SIGNS = (+1, +1, +1, +1, +1, +1, *Findings.SIGNS)

@@ -1,0 +1,92 @@
+"""The judge in a turn: after the reply, in the background, an engine able to read says
+whether a knowledge-base entry's answer answers the customer's message
+(``faq/judge.py`` chooses what to ask and words the question); the verdict is a label
+for the next fit (``faq/labels.py``). Nothing waits for it: a verdict that fails, or
+finds ``BACKLOG`` judgments already waiting, is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams, TokenDelta
+from kefu.faq.judge import BACKLOG, Judging, Judgment, prompt, verdict
+from kefu.knowledge.entries import KbEntry, answer_key
+
+log = logging.getLogger("kefu.fastpath")
+
+# A verdict is one word; a judge that says more is cut.
+JUDGE_TOKENS = 4
+
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
+Record = Callable[[str, str, bool], Coroutine[Any, Any, None]]
+
+
+class Judge:
+    def __init__(
+        self, engine: Engine, record: Record, *, start: bool = False, seed: int | None = None
+    ) -> None:
+        self.engine = engine
+        self._start = start  # an engine of its own, started on first use
+        self._record = record  # stores a verdict (message, answer, yes) and marks the fit stale
+        self.judging = Judging(seed)
+        self._waiting = 0
+        self.asked = 0
+        self.dropped = 0
+
+    def after_reply(
+        self, message: str, served: KbEntry | None, declined: list[KbEntry], spawn: Spawn
+    ) -> None:
+        """Judge what the turn leaves open: a served answer, sometimes; the candidates of
+        a declined message that the LLM read among its passages, always."""
+        asked = []
+        if served is not None:
+            if self.judging.check_served(answer_key(served.answer)):
+                asked.append(served)
+        else:
+            asked += declined
+        for entry in asked:
+            if self._waiting >= BACKLOG:
+                self.dropped += 1
+                continue
+            self._waiting += 1
+            judgment = Judgment(message, entry.question, entry.answer)
+            spawn(self._judge(judgment, served is not None))
+
+    async def _judge(self, judgment: Judgment, served: bool) -> None:
+        try:
+            said = await self.ask(judgment)
+            if said is not None:
+                key = answer_key(judgment.answer)
+                if served:
+                    self.judging.counted(key)
+                await self._record(judgment.message, key, said)
+        except Exception as exc:  # a judge that fails only loses a label
+            log.info("the judge did not answer: %s", exc)
+        finally:
+            self._waiting -= 1
+
+    async def ask(self, judgment: Judgment) -> bool | None:
+        self.asked += 1
+        if self._start:
+            self._start = False
+            await self.engine.start()
+        request = GenerationRequest(
+            prompt(judgment),
+            SamplingParams(max_tokens=JUDGE_TOKENS, temperature=0.0),
+            request_id="judge",
+            background=True,
+            keep_prefix=False,
+        )
+        text = []
+        async for event in self.engine.generate(request):
+            if isinstance(event, TokenDelta):
+                text.append(event.text)
+            elif isinstance(event, Finished):
+                break
+        return verdict("".join(text))
+
+    def status(self) -> dict[str, object]:
+        return {"asked": self.asked, "waiting": self._waiting, "dropped": self.dropped}
