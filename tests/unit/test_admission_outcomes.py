@@ -30,7 +30,7 @@ def test_quantile_is_the_nearest_rank() -> None:
 
 
 def test_the_correction_is_the_quantile_of_realized_over_estimated() -> None:
-    outcomes = Outcomes(quantile=0.9)
+    outcomes = Outcomes(quantile=0.9, near=0.5)
     assert outcomes.correction() == 1.0  # nothing measured: the estimate as it is
     assert not outcomes.ready
     for ratio in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
@@ -41,8 +41,24 @@ def test_the_correction_is_the_quantile_of_realized_over_estimated() -> None:
     assert outcomes.correction() == pytest.approx(1.0)
 
 
+def test_only_outcomes_near_the_slo_calibrate() -> None:
+    """A short estimate is mostly an engine step's floor: lone requests came at 4x theirs
+    on a fake engine, and that factor on 1.3 s slot waits refused what made the SLO."""
+    outcomes = Outcomes(quantile=0.9, near=0.5)
+    for _ in range(3 * MIN_OUTCOMES):
+        outcomes.add(outcome(0.2, estimate=0.05))  # 4x, far from the SLO
+    assert not outcomes.ready
+    assert outcomes.correction() == 1.0
+    for _ in range(MIN_OUTCOMES):
+        outcomes.add(outcome(1.0, estimate=1.25))  # near it: at 0.8x
+    assert outcomes.ready
+    assert outcomes.correction() == pytest.approx(0.8)
+    report = outcomes.report()
+    assert report["near_slo"]["outcomes"] == MIN_OUTCOMES
+
+
 def test_only_the_recent_outcomes_count() -> None:
-    outcomes = Outcomes(quantile=0.5, window=MIN_OUTCOMES)
+    outcomes = Outcomes(quantile=0.5, near=0.5, window=MIN_OUTCOMES)
     for _ in range(MIN_OUTCOMES):
         outcomes.add(outcome(4.0))
     for _ in range(MIN_OUTCOMES):
@@ -52,7 +68,7 @@ def test_only_the_recent_outcomes_count() -> None:
 
 
 def test_precision_and_recall_of_the_would_refuse_verdicts() -> None:
-    outcomes = Outcomes(quantile=0.9)
+    outcomes = Outcomes(quantile=0.9, near=0.5)
     for realized, would_refuse in (
         (3.0, True),
         (3.0, True),
@@ -67,11 +83,11 @@ def test_precision_and_recall_of_the_would_refuse_verdicts() -> None:
     report = outcomes.report()
     assert report["would_refuse"] == {"missed": 2, "made": 1, "precision": 0.667}
     assert (report["admitted_missed"], report["recall"], report["missed_slo"]) == (1, 0.667, 3)
-    assert Outcomes(0.9).confusion.precision is None
+    assert Outcomes(0.9, near=0.5).confusion.precision is None
 
 
 def test_the_report_says_how_the_promise_fared() -> None:
-    outcomes = Outcomes(quantile=0.9)
+    outcomes = Outcomes(quantile=0.9, near=0.5)
     for realized in (0.5, 0.8, 1.0, 1.5):
         outcomes.add(outcome(realized, predicted=1.0))
     report = outcomes.report()

@@ -424,16 +424,6 @@ async def test_requests_cut_short_measure_no_service_time() -> None:
     assert admission.running == 0
 
 
-async def test_the_correction_comes_from_requests_that_met_a_queue() -> None:
-    """An idle engine's outcomes say little of a busy one's: where enough requests met a
-    queue, theirs decide."""
-    admission = predicted(Clock())
-    calibrate(admission, ratio=1.0, queued=False)
-    assert admission.outcomes.correction() == 1.0
-    calibrate(admission, ratio=0.3, queued=True)
-    assert admission.outcomes.correction() == pytest.approx(0.3)
-
-
 async def test_refusals_say_whether_a_slot_was_free_and_when() -> None:
     clock = Clock()
     admission = predicted(clock, slots=1, max_waiting=0)

@@ -54,6 +54,13 @@ class WouldRefuseOut(BaseModel):
     precision: float | None = Field(description="missed / (missed + made)")
 
 
+class NearSloOut(BaseModel):
+    outcomes: int
+    ratio_p50: float | None
+    ratio_p90: float | None
+    within_prediction: float | None
+
+
 class PredictionsOut(BaseModel):
     """Admission's predicted first-token times beside what then happened (recent window)."""
 
@@ -70,6 +77,10 @@ class PredictionsOut(BaseModel):
     within_prediction: float | None = Field(
         description="Share of outcomes at or under their prediction (about the quantile when "
         "calibrated)"
+    )
+    near_slo: NearSloOut = Field(
+        description="The predictions whose estimate was at least a quarter of the SLO: "
+        "where refusals are decided, and what the correction is fitted to"
     )
     missed_slo: int = Field(description="Recent outcomes past the TTFT SLO")
     would_refuse: WouldRefuseOut = Field(

@@ -19,8 +19,8 @@ correction), so it is a calibrated quantile of the first-token time, and the out
 it honest: an engine that reads several prompts in one step shows as ratios under 1.
 
 A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only on
-evidence: some outcomes measured (``outcomes.MIN_OUTCOMES``), a queue in front of it (no
-free slot, or prompts ahead still to read), and a prediction over the SLO. A fresh server
+evidence: outcomes measured near the SLO (``outcomes.MIN_OUTCOMES``), a queue in front of
+it (no free slot, or prompts ahead still to read), and a prediction over the SLO. A fresh server
 admits and measures; an engine with a free slot and nothing to read takes any request.
 ``shadow`` records what would have been refused and refuses nothing on prediction. The
 bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
-from kefu.limits.outcomes import Outcome, Outcomes
+from kefu.limits.outcomes import NEAR_SHARE, Outcome, Outcomes
 from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
@@ -131,7 +131,7 @@ class Admission:
         self.shadow = shadow
         self.clock = clock
         self.rate = ServiceRate()
-        self.outcomes = Outcomes(quantile)
+        self.outcomes = Outcomes(quantile, near=ttft_slo * NEAR_SHARE)
         self.refused = {"overloaded": 0, "queue_full": 0, "queue_timeout": 0}
         self.refused_with_free_slot = dict.fromkeys(self.refused, 0)
         self.refusals: deque[Refusal] = deque(maxlen=REFUSALS_KEPT)

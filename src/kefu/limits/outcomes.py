@@ -8,9 +8,12 @@ uses:
   engine really does (several prompts read in one step, the prefix cache skipping most of
   a repeated prompt) shows in the ratio realized / estimated, so the prediction admission
   acts on is the estimate times a quantile of the recent ratios: a conformal correction,
-  not a formula's upper bound. Ratios of requests that met a queue (a slot to wait for or
-  prompts ahead) are the ones used where there are enough of them: refusals are decided
-  only there, and an idle engine's ratio says little about a busy one's.
+  not a formula's upper bound. It is measured where it is used: on outcomes whose estimate
+  was at least ``near`` (a quarter of the SLO), where refusals are decided. A short
+  estimate is mostly an engine step's floor, and its ratio says little of a long wait's:
+  on a fake engine with 50 ms tokens, lone requests came at 4x their estimates, and that
+  factor applied to 1.3 s slot waits refused 16 requests that all made the SLO. Until
+  ``MIN_OUTCOMES`` such outcomes exist the estimate stands as it is and refuses nothing.
 - **The promise checked.** ``report`` gives the recent median and p90 of realized ÷
   predicted (the calibrated prediction: the promise), how often the outcome came within
   the prediction, the refusals, and the confusion of would-refuse against missed-the-SLO
@@ -29,9 +32,11 @@ from dataclasses import dataclass, field
 # Recent outcomes kept: enough for a p90 to move by a sample or two, few enough to follow
 # an engine whose speed changes (another tenant on the box, a longer mix of prompts).
 WINDOW = 256
-# Outcomes needed before a prediction may refuse anyone: a fresh server admits and
-# measures. One full set of slots of a default server (--parallel 8).
+# Outcomes near the SLO needed before a prediction may refuse anyone: a fresh server
+# admits and measures. One full set of slots of a default server (--parallel 8).
 MIN_OUTCOMES = 8
+# The share of the SLO from which an estimate is near it: its outcome calibrates.
+NEAR_SHARE = 0.25
 # /metrics buckets of realized ÷ predicted.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 
@@ -115,32 +120,34 @@ class Histogram:
 class Outcomes:
     """The recent outcomes, the ratio quantile they give, and what they add up to."""
 
-    def __init__(self, quantile: float, window: int = WINDOW) -> None:
+    def __init__(self, quantile: float, near: float, window: int = WINDOW) -> None:
+        """``near``: the estimate (seconds) from which an outcome calibrates."""
         self.quantile = quantile
+        self.near = near
         self.recent: deque[Outcome] = deque(maxlen=window)
         self.confusion = Confusion()
         self.ratios = Histogram()
         self.recorded = 0
         self._correction: float | None = None  # until the next outcome: judged per request
 
+    def near_slo(self) -> list[Outcome]:
+        """The recent outcomes whose estimate was near the SLO: they calibrate."""
+        return [o for o in self.recent if o.estimate >= self.near]
+
     @property
     def ready(self) -> bool:
-        """Enough outcomes for a prediction to refuse on."""
-        return len(self.recent) >= MIN_OUTCOMES
+        """Enough outcomes near the SLO for a prediction to refuse on."""
+        return len(self.near_slo()) >= MIN_OUTCOMES
 
     def correction(self) -> float:
         """The factor from the rates' estimate to the prediction: the ``quantile`` of recent
-        realized ÷ estimated, over requests that met a queue where there are enough of
-        them; 1 with no outcomes."""
+        realized ÷ estimated near the SLO; 1 until there are enough of them."""
         if self._correction is None:
-            self._correction = self._fit()
+            near = self.near_slo()
+            ratios = [o.realized / o.estimate for o in near]
+            enough = len(ratios) >= MIN_OUTCOMES
+            self._correction = quantile(ratios, self.quantile) if enough else 1.0
         return self._correction
-
-    def _fit(self) -> float:
-        queued = [o for o in self.recent if o.queued]
-        judged = queued if len(queued) >= MIN_OUTCOMES else list(self.recent)
-        ratios = [o.realized / o.estimate for o in judged if o.estimate > 0]
-        return quantile(ratios, self.quantile) if ratios else 1.0
 
     def add(self, outcome: Outcome) -> None:
         self.recent.append(outcome)
@@ -153,6 +160,7 @@ class Outcomes:
     def report(self) -> dict[str, object]:
         """The promise against the outcomes, over the recent window (/ready, /stats)."""
         ratios = [o.realized / o.predicted for o in self.recent if o.predicted > 0]
+        near = [o.realized / o.predicted for o in self.near_slo() if o.predicted > 0]
         confusion = self.confusion
         return {
             "outcomes": len(self.recent),
@@ -160,13 +168,9 @@ class Outcomes:
             "calibrated": self.ready,
             "quantile": self.quantile,
             "correction": round(self.correction(), 4),
-            "ratio_p50": round(quantile(ratios, 0.5), 3) if ratios else None,
-            "ratio_p90": round(quantile(ratios, 0.9), 3) if ratios else None,
-            # Share of outcomes that came within their prediction: about ``quantile`` when
-            # the prediction is calibrated.
-            "within_prediction": round(sum(r <= 1 for r in ratios) / len(ratios), 3)
-            if ratios
-            else None,
+            **_ratios(ratios),
+            # Where refusals are decided: the predictions the correction was fitted to.
+            "near_slo": {"outcomes": len(near), **_ratios(near)},
             "missed_slo": sum(o.missed for o in self.recent),
             "would_refuse": {
                 "missed": confusion.refused_missed,
@@ -176,6 +180,18 @@ class Outcomes:
             "admitted_missed": confusion.admitted_missed,
             "recall": _rounded(confusion.recall),
         }
+
+
+def _ratios(ratios: list[float]) -> dict[str, float | None]:
+    """Realized ÷ predicted at p50 and p90, and the share within the prediction (about
+    the quantile when the prediction is calibrated)."""
+    if not ratios:
+        return {"ratio_p50": None, "ratio_p90": None, "within_prediction": None}
+    return {
+        "ratio_p50": round(quantile(ratios, 0.5), 3),
+        "ratio_p90": round(quantile(ratios, 0.9), 3),
+        "within_prediction": round(sum(r <= 1 for r in ratios) / len(ratios), 3),
+    }
 
 
 def _rounded(value: float | None) -> float | None:
