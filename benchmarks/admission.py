@@ -9,7 +9,8 @@ refused, so the refusals' precision and recall are measured on outcomes).
 Load is a multiple of the engine's measured capacity:
 
 - ``streams``: closed-loop ``/v1`` streams (each client sends its next request when the
-  last one ends; ``--max-tokens`` 64). Capacity: P streams, one per engine slot.
+  last one ends, or after the Retry-After of a refusal, as the OpenAI SDK does;
+  ``--max-tokens`` 64). Capacity: P streams, one per engine slot.
 - ``sessions``: ``kefu bench --users N --turns 1-5 --think 1`` on ``/chat``. Capacity: the
   users whose LLM-bound messages match the engine's throughput, both measured in this run
   (the 1x streams' answers per second under ``queue``, and a light 4-user bench's LLM
@@ -73,6 +74,7 @@ class Request:
     first: float | None = None
     code: str | None = None  # the error's code, where it failed
     text: str = ""
+    retry_after: float = 1.0  # a refusal's Retry-After, seconds
 
 
 @dataclass
@@ -104,7 +106,10 @@ async def one_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) 
             if r.status_code != 200:
                 payload = json.loads(await r.aread() or b"{}")
                 code = (payload.get("error") or {}).get("code") or str(r.status_code)
-                return Request(sent, time.perf_counter(), r.status_code, code=code)
+                wait = float(r.headers.get("retry-after", 1))
+                return Request(
+                    sent, time.perf_counter(), r.status_code, code=code, retry_after=wait
+                )
             async for event in sse_events(r):
                 if event.data == "[DONE]":
                     continue
@@ -142,7 +147,8 @@ async def closed_loop(url: str, clients: int, duration: float, seed: int) -> lis
             request = await one_stream(client, url, body)
             results.append(request)
             if request.status in (429, 503):
-                await asyncio.sleep(0.1)  # a refused client retries soon, not in a hot loop
+                # As the OpenAI SDK does: the next try after the server's Retry-After.
+                await asyncio.sleep(min(request.retry_after, deadline - time.perf_counter()))
 
     limits = httpx.Limits(max_connections=clients + 4)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:

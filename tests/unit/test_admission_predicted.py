@@ -160,27 +160,32 @@ async def test_the_outcomes_correct_the_estimate() -> None:
 async def test_refuses_at_once_what_the_calibrated_prediction_puts_past_the_slo() -> None:
     clock = Clock()
     admission = predicted(clock, slots=2, ttft_slo=3.0)
-    await complete(admission, clock, service=4.0, first=0.5)  # a slot frees every 2 s
+    await complete(admission, clock, service=4.0, first=0.5)  # a reply holds its slot 4 s
     admission.rate.reading.add(1, 0.5)  # and a prompt reads in 0.5 s
     calibrate(admission)
     assert admission.predicted_ttft() == pytest.approx(0.5)  # a slot is free
     held = Held(admission)
-    await held.hold(2)
-    # Next in line: 1 x 2 s + 0.5 s = 2.5 s, within 3 s: it waits.
-    assert admission.predicted_ttft() == pytest.approx(2.5)
-    waiting = asyncio.create_task(held._one(True, None))
+    await held.hold()
+    clock.now += 1.0
+    await held.hold()
+    clock.now += 2.0  # 3 s and 2 s into their holds: slots free in 1 s and in 2 s
+    assert admission.predicted_ttft() == pytest.approx(1.5)
+    lined = [asyncio.create_task(held._one(True, None))]
     await asyncio.sleep(0)
-    assert admission.waiting == 1
-    # The one after: 2 x 2 s + 0.5 = 4.5 s > 3 s: refused without waiting.
+    assert admission.predicted_ttft() == pytest.approx(2.5)  # the second slot to free
+    lined.append(asyncio.create_task(held._one(True, None)))
+    await asyncio.sleep(0)
+    assert admission.waiting == 2
+    # The one after: the first slot's next round, 1 + 4 s, then its prompt: past 3 s.
     with pytest.raises(Overloaded) as info:
         async with admission.slot():
             pytest.fail("must not be admitted")
-    assert info.value.retry_after == pytest.approx(1.5)  # the excess over the SLO
-    assert "4.5 s" in info.value.message
+    assert info.value.retry_after == pytest.approx(2.5)  # the excess over the SLO
+    assert "5.5 s" in info.value.message
     assert admission.refused == {"overloaded": 1, "queue_full": 0, "queue_timeout": 0}
     assert admission.refused_with_free_slot["overloaded"] == 0
     await held.release()
-    await waiting
+    await asyncio.gather(*lined)
 
 
 async def test_retry_after_is_at_least_a_second() -> None:
@@ -316,22 +321,26 @@ async def test_a_prompt_read_after_the_one_before_it_counts_from_that_one() -> N
     assert admission.rate.reading.seconds(100) == pytest.approx(0.85, abs=0.01)  # not 1.7
 
 
-async def test_the_slot_wait_is_one_slots_turn_per_request_ahead() -> None:
+async def test_the_slot_wait_counts_where_each_running_reply_is() -> None:
     clock = Clock()
     admission = predicted(clock, slots=2, ttft_slo=3.0)
     held = Held(admission)
     await held.hold(2)
     assert admission.predicted_ttft() == 0.0  # running for 0 s: no evidence yet
-    clock.now += 4.0  # neither has finished in 4 s: a slot frees every 2 s at best
-    assert admission.predicted_ttft() == 2.0
+    clock.now += 4.0  # neither has finished in 4 s: each may run as long again
+    assert admission.predicted_ttft() == 4.0
     await held.release()
     admission = predicted(clock, slots=2, ttft_slo=3.0)
     await complete(admission, clock, service=2.0, first=0.0)
     await complete(admission, clock, service=6.0, first=0.0)
     assert admission.rate.service.value == pytest.approx(2.8)
     held = Held(admission)
-    await held.hold(2)
-    assert admission.predicted_ttft() == pytest.approx(1.4)  # the mean hold over 2 slots
+    await held.hold()
+    clock.now += 2.0
+    await held.hold()
+    assert admission.predicted_ttft() == pytest.approx(0.8)  # the older one's mean end
+    clock.now += 1.0
+    assert admission.predicted_ttft() == pytest.approx(0.0)  # past it: any moment now
     await held.release()
 
 

@@ -6,8 +6,9 @@ Every request that reaches the engine is judged, whatever the policy: a point es
 its first-token time from the rates measured here (``rates.py``), corrected by how the
 recent estimates compared with what then happened (``outcomes.py``). The estimate:
 
-- a slot frees every ``service / slots`` seconds (``service``: the mean time a completed
-  request held its slot), and the newcomer gets one after ``waiting + 1`` of them;
+- each running request frees its slot about ``service`` seconds after it took it (the
+  mean time a completed request held its slot), and the newcomer gets the slot that
+  frees ``waiting + 1``-th;
 - the prompts ahead of it (admitted but not yet read, and those in line) and its own are
   read at the measured speed (a line in the prompt's tokens left to read);
 - ``max(slot wait, prompts ahead) + own``, plus the time the request already spent on its
@@ -192,7 +193,8 @@ class Admission:
                 slowdown = so_far / expected
         slot_wait = 0.0
         if not slot_free:
-            slot_wait = self.rate.slot_wait(self.waiting, self.slots, self._oldest_running(now))
+            ages = [now - h.granted for h in self._holds]
+            slot_wait = self.rate.slot_wait(self.waiting, ages)
         spent = 0.0 if received is None else max(0.0, now - received)
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
@@ -217,11 +219,6 @@ class Admission:
     def predicted_ttft(self) -> float:
         """A typical request arriving now: seconds to its first token, calibrated."""
         return self.judge().predicted
-
-    def _oldest_running(self, now: float) -> float | None:
-        """The age of the oldest request holding a slot, None when none does."""
-        oldest = min((h.granted for h in self._holds), default=None)
-        return None if oldest is None else now - oldest
 
     def _reading_since(self, granted: float) -> float:
         """When the engine began reading the prompt of a request let in at ``granted``: then,

@@ -8,6 +8,8 @@ themselves (``outcomes.py``), not assumed here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # Weight of the newest completion in the averages: about the last ten count.
 EWMA_WEIGHT = 0.2
 
@@ -103,9 +105,23 @@ class ServiceRate:
         self.completed += 1
         self.service.add(held)
 
-    def slot_wait(self, ahead: int, slots: int, oldest_running: float | None) -> float:
-        """Seconds until a slot frees for a request with ``ahead`` waiting before it: a
-        slot frees every ``service / slots`` seconds on average. Before any completion the
-        age of the oldest running request stands in; 0 with no evidence at all."""
-        service = self.service.value if self.service.value is not None else oldest_running
-        return 0.0 if service is None else (ahead + 1) * service / slots
+    def slot_wait(self, ahead: int, ages: Sequence[float]) -> float:
+        """Seconds until a slot frees for a request with ``ahead`` waiting before it, when
+        the running requests are ``ages`` seconds into their holds. A hold lasts ``service``
+        on average, so the one that began first frees first: the newcomer's slot is the
+        (ahead + 1)-th of their remaining times, a whole ``service`` later for each round
+        of the slots before it. Counted as one slot every ``service / slots`` seconds, a
+        request 0.2 s from its end and one just begun were alike, and at twice the
+        engine's capacity half the refusals were of requests that made the SLO. Before
+        any completion, a hold ``a`` seconds old is taken to last as long again; 0 with
+        nothing running."""
+        if not ages:
+            return 0.0
+        service = self.service.value
+        if service is None:
+            remaining = sorted(ages)
+            service = 2 * remaining[-1]
+        else:
+            remaining = sorted(max(0.0, service - age) for age in ages)
+        rounds, index = divmod(ahead, len(remaining))
+        return remaining[index] + rounds * service
