@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from kefu.limits.outcomes import MIN_OUTCOMES, Histogram, Outcome, Outcomes, quantile
+from kefu.limits.outcomes import (
+    MIN_OUTCOMES,
+    Histogram,
+    Outcome,
+    Outcomes,
+    censored_quantile,
+    quantile,
+)
 
 
 def outcome(
@@ -27,6 +34,27 @@ def test_quantile_is_the_nearest_rank() -> None:
     assert quantile(values, 0.9) == 9.0
     assert quantile(values, 0.91) == 10.0
     assert quantile([3.0], 0.01) == 3.0
+
+
+def test_the_censored_quantile_counts_a_give_up_as_at_least_its_value() -> None:
+    exact = [(float(v), False) for v in range(1, 11)]
+    assert censored_quantile(exact, 0.9) == quantile([float(v) for v in range(1, 11)], 0.9)
+    # Two who gave up waiting at 0.5: they would have come later, not at 0.5.
+    ratios = [(0.5, True), (0.5, True), *[(float(v), False) for v in range(1, 9)]]
+    assert censored_quantile(ratios, 0.5) == 4.0  # not 3.0, as exact values would say
+    assert quantile([r for r, _ in ratios], 0.5) == 3.0
+    # The largest ones censored: the quantile is out of reach, the largest value bounds it.
+    assert censored_quantile([(1.0, False), (2.0, True), (3.0, True)], 0.9) == 3.0
+
+
+def test_a_give_up_raises_the_correction() -> None:
+    """Waits that ran out where more was estimated: taken as exact, they said long waits
+    came early, and the predictions after them let in requests that then missed."""
+    outcomes = Outcomes(quantile=0.7, near=0.5)
+    for ratio, censored in [(0.5, False)] * 6 + [(0.6, True)] * 2 + [(1.0, False)] * 2:
+        outcomes.add(Outcome(1.0, 1.0, ratio, True, False, censored, censored=censored))
+    assert outcomes.correction() == 1.0
+    assert quantile([0.5] * 6 + [0.6] * 2 + [1.0] * 2, 0.7) == 0.6  # as exact values
 
 
 def test_the_correction_is_the_quantile_of_realized_over_estimated() -> None:

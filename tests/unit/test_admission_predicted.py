@@ -12,7 +12,7 @@ import pytest
 from kefu.errors import Overloaded, QueueFull, QueueTimeout
 from kefu.limits.admission import Admission
 from kefu.limits.outcomes import MIN_OUTCOMES
-from kefu.limits.rates import Ewma
+from kefu.limits.rates import Ewma, ServiceRate
 from tests.http.helpers import calibrate
 
 pytestmark = pytest.mark.anyio
@@ -342,6 +342,18 @@ async def test_the_slot_wait_counts_where_each_running_reply_is() -> None:
     clock.now += 1.0
     assert admission.predicted_ttft() == pytest.approx(0.0)  # past it: any moment now
     await held.release()
+
+
+def test_a_request_ahead_that_gives_up_first_leaves_its_slot_to_the_next() -> None:
+    """A line of requests about to give up is shorter than it looks: each takes a slot
+    only if it is still waiting when one frees."""
+    rate = ServiceRate()
+    rate.record(4.0)
+    assert rate.slot_wait([], ages=[1.0]) == 3.0
+    assert rate.slot_wait([5.0], ages=[1.0]) == 7.0  # served at 3 s, its slot free 4 s on
+    assert rate.slot_wait([2.0], ages=[1.0]) == 3.0  # gone at 2 s: the slot at 3 s is ours
+    assert rate.slot_wait([2.0, 5.0], ages=[1.0, 0.0]) == 4.0  # the second takes the 3 s one
+    assert rate.slot_wait([], ages=[]) == 0.0
 
 
 async def test_a_long_prompt_is_refused_at_its_slot_where_a_short_one_is_taken() -> None:

@@ -7,8 +7,9 @@ its first-token time from the rates measured here (``rates.py``), corrected by h
 recent estimates compared with what then happened (``outcomes.py``). The estimate:
 
 - each running request frees its slot about ``service`` seconds after it took it (the
-  mean time a completed request held its slot), and the newcomer gets the slot that
-  frees ``waiting + 1``-th;
+  mean time a completed request held its slot); a freed slot goes to the first in line
+  still waiting (one whose wait limit runs out first leaves without it), and the
+  newcomer gets the first slot left after those ahead of it;
 - the prompts ahead of it (admitted but not yet read, and those in line) and its own are
   read at the measured speed (a line in the prompt's tokens left to read);
 - ``max(slot wait, prompts ahead) + own``, plus the time the request already spent on its
@@ -138,6 +139,7 @@ class Admission:
         self.refusals: deque[Refusal] = deque(maxlen=REFUSALS_KEPT)
         self._free = slots
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._gives_up: dict[asyncio.Future[None], float] = {}  # when each waiter leaves
         self._holds: set[Hold] = set()
         self._tickets: set[Ticket] = set()
         self._last_first_token: float | None = None
@@ -194,7 +196,8 @@ class Admission:
         slot_wait = 0.0
         if not slot_free:
             ages = [now - h.granted for h in self._holds]
-            slot_wait = self.rate.slot_wait(self.waiting, ages)
+            line = [self._gives_up[w] - now for w in self._waiters if not w.done()]
+            slot_wait = self.rate.slot_wait(line, ages)
         spent = 0.0 if received is None else max(0.0, now - received)
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
@@ -239,9 +242,21 @@ class Admission:
         self._last_first_token = now
         self._record(hold.judgement, now - hold.received)
 
-    def _record(self, judgement: Judgement | None, realized: float) -> None:
+    def _record(
+        self, judgement: Judgement | None, realized: float, *, censored: bool = False
+    ) -> None:
         if judgement is None or not judgement.measured:
             return
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "outcome: %.3f s estimated, %.3f s predicted, %.3f s realized%s%s%s",
+                judgement.estimate,
+                judgement.predicted,
+                realized,
+                ", queued" if judgement.queued else "",
+                ", would refuse" if judgement.refuse else "",
+                ", gave up waiting" if censored else "",
+            )
         self.outcomes.add(
             Outcome(
                 estimate=judgement.estimate,
@@ -249,7 +264,8 @@ class Admission:
                 realized=realized,
                 queued=judgement.queued,
                 would_refuse=judgement.refuse,
-                missed=realized > self.ttft_slo,
+                missed=censored or realized > self.ttft_slo,
+                censored=censored,
             )
         )
 
@@ -375,6 +391,7 @@ class Admission:
             return judgement
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        self._gives_up[waiter] = self.clock() + self.wait_limit
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives with the slot, and a request whose client left would still run.
@@ -384,7 +401,7 @@ class Admission:
             if waiter.done() and not waiter.cancelled():
                 return judgement  # the slot arrived as the timer fired: keep it
             self._count("queue_timeout")
-            self._record(judgement, self.clock() - received)  # a miss, at least this late
+            self._record(judgement, self.clock() - received, censored=True)
             raise QueueTimeout(
                 f"no capacity freed up within {self.wait_limit:g} s; retry shortly",
                 retry_after=self._retry_after(),
@@ -398,6 +415,7 @@ class Admission:
                 waiter.cancel()
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+            self._gives_up.pop(waiter, None)
         return judgement
 
     def _retry_after(self) -> float:

@@ -20,7 +20,10 @@ uses:
   (``--admission-shadow`` admits every request to measure both errors in one run).
 
 A request whose wait in line ran out (QueueTimeout) missed the SLO; its realized time is
-when it gave up, a lower bound.
+when it gave up, a lower bound (censored). Taken as exact, those lower bounds (2 s where
+the estimate said 3) taught the correction that long waits came sooner than estimated,
+and the predictions that followed let in requests that then missed; the correction's
+quantile is a Kaplan-Meier estimate, which counts a censored ratio as "at least this".
 """
 
 from __future__ import annotations
@@ -49,6 +52,24 @@ class Outcome:
     queued: bool  # met a queue at admission: the only place a prediction can refuse
     would_refuse: bool  # the prediction said refuse (admitted anyway: shadow, or no evidence)
     missed: bool  # realized over the SLO
+    censored: bool = False  # gave up waiting: ``realized`` is a lower bound
+
+
+def censored_quantile(values: list[tuple[float, bool]], q: float) -> float:
+    """The ``q`` quantile of ``(value, censored)`` pairs, a censored value being a lower
+    bound: Kaplan-Meier's product-limit estimate, the smallest observed value at which the
+    share at or below reaches ``q``. Where the censored values leave it short of ``q``,
+    the largest value of all, censored or not: a finite bound, not infinity, so a burst of
+    give-ups cannot refuse everything until the window forgets them."""
+    ordered = sorted(values, key=lambda pair: (pair[0], pair[1]))  # exact before censored
+    at_risk, surviving = len(ordered), 1.0
+    for value, censored in ordered:
+        if not censored:
+            surviving *= 1 - 1 / at_risk
+            if 1 - surviving >= q - 1e-12:
+                return value
+        at_risk -= 1
+    return ordered[-1][0]
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -143,10 +164,9 @@ class Outcomes:
         """The factor from the rates' estimate to the prediction: the ``quantile`` of recent
         realized ÷ estimated near the SLO; 1 until there are enough of them."""
         if self._correction is None:
-            near = self.near_slo()
-            ratios = [o.realized / o.estimate for o in near]
+            ratios = [(o.realized / o.estimate, o.censored) for o in self.near_slo()]
             enough = len(ratios) >= MIN_OUTCOMES
-            self._correction = quantile(ratios, self.quantile) if enough else 1.0
+            self._correction = censored_quantile(ratios, self.quantile) if enough else 1.0
         return self._correction
 
     def add(self, outcome: Outcome) -> None:

@@ -8,6 +8,7 @@ themselves (``outcomes.py``), not assumed here.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 # Weight of the newest completion in the averages: about the last ten count.
@@ -105,23 +106,30 @@ class ServiceRate:
         self.completed += 1
         self.service.add(held)
 
-    def slot_wait(self, ahead: int, ages: Sequence[float]) -> float:
-        """Seconds until a slot frees for a request with ``ahead`` waiting before it, when
-        the running requests are ``ages`` seconds into their holds. A hold lasts ``service``
-        on average, so the one that began first frees first: the newcomer's slot is the
-        (ahead + 1)-th of their remaining times, a whole ``service`` later for each round
-        of the slots before it. Counted as one slot every ``service / slots`` seconds, a
-        request 0.2 s from its end and one just begun were alike, and at twice the
-        engine's capacity half the refusals were of requests that made the SLO. Before
-        any completion, a hold ``a`` seconds old is taken to last as long again; 0 with
-        nothing running."""
+    def slot_wait(self, ahead: Sequence[float], ages: Sequence[float]) -> float:
+        """Seconds until a slot frees for a request behind ``ahead`` (each waiting request's
+        seconds left before it gives up, first in line first), when the running requests
+        are ``ages`` seconds into their holds.
+
+        A hold lasts ``service`` on average, so the one that began first frees first, and a
+        slot taken again frees ``service`` later; a freed slot goes to the first in line
+        still waiting, and one whose patience runs out before then leaves without taking
+        it. Counted as one slot every ``service / slots`` seconds, a request 0.2 s from its
+        end and one just begun were alike, and a line of requests about to give up looked
+        as long as one of requests about to be served: at twice the engine's capacity,
+        half the would-be refusals were of requests that made the SLO. Before any
+        completion, a hold ``a`` seconds old is taken to last as long again; 0 with nothing
+        running."""
         if not ages:
             return 0.0
         service = self.service.value
         if service is None:
-            remaining = sorted(ages)
-            service = 2 * remaining[-1]
+            frees = list(ages)
+            service = 2 * max(ages)
         else:
-            remaining = sorted(max(0.0, service - age) for age in ages)
-        rounds, index = divmod(ahead, len(remaining))
-        return remaining[index] + rounds * service
+            frees = [max(0.0, service - age) for age in ages]
+        heapq.heapify(frees)
+        for patience in ahead:
+            if frees[0] <= patience:  # still there when the slot frees: it takes it
+                heapq.heapreplace(frees, frees[0] + service)
+        return frees[0]
