@@ -179,6 +179,8 @@ def run_once(
     policy: str, workload: str, level: float, clients: int, args: argparse.Namespace
 ) -> Run:
     flags = [*POLICY_FLAGS[policy], "--ttft-slo", str(args.slo), "--parallel", str(args.parallel)]
+    if args.quantile is not None:
+        flags += ["--admission-quantile", str(args.quantile)]
     run = Run(policy, workload, level, clients, args.duration, args.slo)
     with kefu_process(*flags, ready_timeout=600) as (url, _):
         if workload == "streams":
@@ -280,6 +282,9 @@ def main() -> None:
     parser.add_argument("--slo", type=float, default=2.0, help="TTFT SLO in seconds")
     parser.add_argument("--parallel", type=int, default=8, help="engine slots")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--quantile", type=float, help="--admission-quantile for kefu (default: kefu's own)"
+    )
     parser.add_argument("--diagnose", action="store_true", help="kefu diagnose, fresh server")
     args = parser.parse_args()
     if args.diagnose:
