@@ -127,6 +127,18 @@ async def one_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) 
     return Request(sent, time.perf_counter(), 200, first=first, text="".join(parts))
 
 
+def question_body(rng: random.Random) -> dict[str, Any]:
+    """A streamed chat completion of 64 tokens asking one of QUESTIONS."""
+    question = rng.choice(QUESTIONS).format(n=rng.randrange(10_000, 99_999))
+    return {
+        "model": "bench",
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": 64,
+        "temperature": 0.7,
+        "stream": True,
+    }
+
+
 async def closed_loop(url: str, clients: int, duration: float, seed: int) -> list[Request]:
     """``clients`` streams, each sending its next request when the last ends, until
     ``duration`` seconds have passed (no request starts later)."""
@@ -136,15 +148,7 @@ async def closed_loop(url: str, clients: int, duration: float, seed: int) -> lis
 
     async def client_loop(client: httpx.AsyncClient) -> None:
         while time.perf_counter() < deadline:
-            question = rng.choice(QUESTIONS).format(n=rng.randrange(10_000, 99_999))
-            body = {
-                "model": "bench",
-                "messages": [{"role": "user", "content": question}],
-                "max_tokens": 64,
-                "temperature": 0.7,
-                "stream": True,
-            }
-            request = await one_stream(client, url, body)
+            request = await one_stream(client, url, question_body(rng))
             results.append(request)
             if request.status in (429, 503):
                 # As the OpenAI SDK does: the next try after the server's Retry-After.

@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from admission import one_stream
+from admission import one_stream, question_body
 from harness import free_port, kefu_process, percentile, running
 from kefu.engine.bundled import bundled_model_path
 from kefu.engine.llamacpp.model import LlamaModel
@@ -182,15 +182,7 @@ async def streams(url: str, clients: int, total: int, model: LlamaModel) -> Stre
         nonlocal refused, other
         while queue:
             queue.pop()
-            question = rng.choice(QUESTIONS).format(n=rng.randrange(10_000, 99_999))
-            body = {
-                "model": "bench",
-                "messages": [{"role": "user", "content": question}],
-                "max_tokens": 64,
-                "temperature": 0.7,
-                "stream": True,
-            }
-            request = await one_stream(client, url, body)
+            request = await one_stream(client, url, question_body(rng))
             if request.status in (429, 503):
                 refused += 1
             elif request.code is not None or request.first is None:

@@ -1,35 +1,40 @@
-"""The prompt read before /ready: the embedded engine's warm-up, kept out of admission."""
+"""The prompts read before /ready: the embedded engine's warm-up, cold then warm."""
 
 from __future__ import annotations
 
 import pytest
 
 from kefu.engine.fake import FakeEngine
-from kefu.service.first_prompt import QUESTION, read_a_first_prompt
+from kefu.service.first_prompt import QUESTION, read_first_prompts
 
 pytestmark = pytest.mark.anyio
 
 PASSAGES = [("How long is shipping?", "Three days."), ("Can I return it?", "Within 30 days.")]
 
 
-async def test_a_first_turns_prompt_is_read_once() -> None:
+async def test_a_first_turns_prompt_is_read_cold_then_warm_the_other_way_round() -> None:
     engine = FakeEngine(prefill_delay=0.05)
     await engine.start()
-    seconds = await read_a_first_prompt(
+    warm = await read_first_prompts(
         engine, persona="You are the shop's assistant.", passages=PASSAGES
     )
-    assert seconds >= 0.05
-    (request,) = engine.requests
-    assert request.sampling.max_tokens == 1
-    system, user = request.messages
+    assert warm.seconds >= 0.05
+    cold, second = engine.requests
+    assert cold.sampling.max_tokens == second.sampling.max_tokens == 1
+    system, user = cold.messages
     assert system.content.startswith("You are the shop's assistant.")
     assert all(q in system.content and a in system.content for q, a in PASSAGES)
     assert user.content == QUESTION
+    # The warm read carries the passages in the other order: a prefix cache keeps only
+    # the persona, and the engine reads the rest anew.
+    first, other = PASSAGES
+    warm_system = second.messages[0].content
+    assert warm_system.index(other[0]) < warm_system.index(first[0])
+    assert warm.tokens == engine.count_chat_tokens(second.messages)
 
 
 async def test_without_a_knowledge_base_the_prompt_is_the_persona_and_a_question() -> None:
     engine = FakeEngine()
     await engine.start()
-    await read_a_first_prompt(engine, persona="Be brief.", passages=[])
-    (request,) = engine.requests
-    assert [m.role for m in request.messages] == ["system", "user"]
+    await read_first_prompts(engine, persona="Be brief.", passages=[])
+    assert [m.role for m in engine.requests[0].messages] == ["system", "user"]

@@ -21,9 +21,10 @@ correction), so it is a calibrated quantile of the first-token time, and the out
 it honest: an engine that reads several prompts in one step shows as ratios under 1.
 
 A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only on
-evidence: outcomes measured near the SLO (``outcomes.MIN_OUTCOMES``), a queue in front of
-it (no free slot, or prompts ahead still to read), and a prediction over the SLO. A fresh server
-admits and measures; an engine with a free slot and nothing to read takes any request.
+evidence: a queue in front of it (no free slot, or prompts ahead still to read), and a
+prediction over the SLO, calibrated by outcomes measured near the SLO
+(``outcomes.MIN_OUTCOMES``); until there are enough of them, an estimate past twice the
+SLO. An engine with a free slot and nothing to read takes any request.
 ``shadow`` records what would have been refused and refuses nothing on prediction. The
 bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
 
@@ -62,6 +63,11 @@ DEFAULT_TTFT_SLO = 2.0
 # The quantile of the first-token time a prediction stands for. A refused request is one
 # whose 90th percentile lies past the SLO.
 DEFAULT_QUANTILE = 0.9
+# How far past the SLO an estimate no outcome has calibrated yet must lie to refuse: the
+# warm reading sample makes it a fair guess, and a fresh server's opening burst read its
+# prompts one after another and started 4-6 s late; but the guess is the model's, not
+# the engine's word.
+UNCALIBRATED_MARGIN = 2.0
 # Refusals kept for /stats and kefu diagnose, with when they came and whether a slot was
 # free: enough for a 15-minute window at a few hundred refusals a second.
 REFUSALS_KEPT = 100_000
@@ -202,7 +208,9 @@ class Admission:
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
         measured = reading.samples > 0
-        refuse = measured and queued and self.outcomes.ready and predicted > self.ttft_slo
+        # Before outcomes have calibrated it, the estimate refuses only far past the SLO.
+        limit = self.ttft_slo if self.outcomes.ready else UNCALIBRATED_MARGIN * self.ttft_slo
+        refuse = measured and queued and predicted > limit
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "

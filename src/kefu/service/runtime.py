@@ -23,7 +23,7 @@ from kefu.observe.observer import Observer
 from kefu.service.access import Access
 from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
-from kefu.service.first_prompt import read_a_first_prompt
+from kefu.service.first_prompt import read_first_prompts
 from kefu.service.groups import Group, Groups
 from kefu.service.handoff import availability, waiting_plan
 from kefu.service.outbound import Outbound
@@ -180,17 +180,18 @@ class Runtime:
             await asyncio.gather(*self.background, return_exceptions=True)
 
     async def start_engine(self) -> None:
-        """Start the engine; the embedded one then reads a first turn's prompt, its
-        warm-up (``first_prompt.py``)."""
+        """Start the engine; the embedded one then reads a first turn's prompt, cold and
+        warm, and admission's reading line starts from the warm read (``first_prompt.py``)."""
         started = time.perf_counter()
         try:
             await self.engine.start()
             if self.settings.warmup and self.settings.engine_kind == "llamacpp":
-                await read_a_first_prompt(
+                warm = await read_first_prompts(
                     self.engine,
                     persona=self.settings.persona,
                     passages=await self._first_passages(),
                 )
+                self.admission.rate.reading.add(warm.tokens, warm.seconds)
         except Exception as exc:
             self.load_error = str(exc) or type(exc).__name__
             log.error("the engine failed to start: %s", self.load_error)
