@@ -12,14 +12,15 @@ Load is a multiple of the engine's measured capacity:
   last one ends, or after the Retry-After of a refusal, as the OpenAI SDK does;
   ``--max-tokens`` 64). Capacity: P streams, one per engine slot.
 - ``sessions``: ``kefu bench --users N --turns 1-5 --think 1`` on ``/chat``. Capacity: the
-  users whose LLM-bound messages match the engine's throughput, both measured in this run
-  (the 1x streams' answers per second under ``queue``, and a light 4-user bench's LLM
-  messages per user-second).
+  users whose LLM-bound messages match what the engine answers, both measured in this run
+  (a saturated bench's LLM answers per second under ``queue``, and a light 4-user bench's
+  LLM messages per user-second).
 
 Printed per run: sent / answered / refused (429, 503 and the line's timeouts), the
 accepted answers' TTFT p50/p99 (LLM answers for sessions), SLO misses among them,
 goodput (answers whose first token came within the SLO, per second), the server's own
-record of its predictions (realized ÷ predicted at p50 and p90, from /ready) and the
+record of its predictions near the SLO (realized ÷ predicted at p50 and p90 over the
+recent predictions of at least a quarter of the SLO, and how many, from /ready) and the
 would-refuse confusion it kept: precision (would-refuse requests that really missed the
 SLO) and recall (misses it would have refused). Predictions are recorded under every
 policy; only ``predicted`` acts on them.
@@ -222,7 +223,7 @@ def fmt(value: float | None, scale: float = 1000.0, digits: int = 0) -> str:
 HEADER = (
     f"{'workload':8} {'load':>5} {'clients':>7} {'policy':9} {'sent':>5} {'answd':>5} "
     f"{'refused':>7} {'other':>5} {'ttft50':>6} {'ttft99':>6} {'miss':>9} {'good/s':>6} "
-    f"{'ratio50':>7} {'ratio90':>7} {'within':>6} {'prec':>5} {'recall':>6} "
+    f"{'ratio50':>7} {'ratio90':>7} {'near':>5} {'prec':>5} {'recall':>6} "
     f"{'wouldref':>8} {'refused (by code)':30}"
 )
 
@@ -231,6 +232,7 @@ def print_run(run: Run) -> None:
     answered = run.answered
     missed = sum(1 for t in answered if t > run.slo)
     predictions = run.admission["predictions"]
+    near = predictions["near_slo"]
     would = predictions["would_refuse"]
     miss = f"{missed} {missed / len(answered):.1%}" if answered else "-"
     codes = " ".join(f"{k} {v}" for k, v in sorted(run.refused.items())) or "-"
@@ -239,26 +241,30 @@ def print_run(run: Run) -> None:
         f"{len(answered) + run.fast:5} {sum(run.refused.values()):7} {run.other:5} "
         f"{fmt(percentile(answered, 50)):>6} {fmt(percentile(answered, 99)):>6} {miss:>9} "
         f"{run.good() / run.duration:6.2f} "
-        f"{fmt(predictions['ratio_p50'], 1, 2):>7} {fmt(predictions['ratio_p90'], 1, 2):>7} "
-        f"{fmt(predictions['within_prediction'], 100):>5}% "
+        f"{fmt(near['ratio_p50'], 1, 2):>7} {fmt(near['ratio_p90'], 1, 2):>7} "
+        f"{near['outcomes']:5} "
         f"{fmt(would['precision'], 100):>4}% {fmt(predictions['recall'], 100):>5}% "
         f"{would['missed'] + would['made']:8} {codes:30}",
         flush=True,
     )
 
 
-def capacity_users(args: argparse.Namespace, streams_per_s: float) -> int:
-    """Users whose LLM-bound messages match the engine's measured throughput: a light
-    4-user bench under ``queue`` gives the LLM messages a user sends per second."""
+def capacity_users(args: argparse.Namespace) -> int:
+    """Users whose LLM-bound messages match what the engine answers on ``/chat``: a
+    saturated bench (four users a slot) under ``queue`` gives the LLM answers it completes
+    per second, a light 4-user bench the LLM messages a user sends per second."""
     flags = [*POLICY_FLAGS["queue"], "--parallel", str(args.parallel)]
-    with kefu_process(*flags, ready_timeout=600) as (url, _):
-        records = bench_sessions(url, 4, args.duration, args.seed, args.slo)
-    llm = sum(1 for r in records if r.get("tier") == "llm")
-    per_user = llm / 4 / args.duration
-    users = max(1, round(streams_per_s / per_user)) if per_user else 4
+    rates = []
+    for users in (4 * args.parallel, 4):
+        with kefu_process(*flags, ready_timeout=600) as (url, _):
+            records = bench_sessions(url, users, args.duration, args.seed, args.slo)
+        llm = sum(1 for r in records if r.get("tier") == "llm" and r["status"] == "ok")
+        rates.append(llm / args.duration)
+    answered, per_user = rates[0], rates[1] / 4
+    users = max(1, round(answered / per_user)) if per_user else 4
     print(
-        f"  capacity: {streams_per_s:.2f} answers/s at {args.parallel} streams; a user sends "
-        f"{per_user:.3f} LLM messages/s at light load: 1x = {users} users",
+        f"  capacity: {answered:.2f} LLM answers/s saturated; a user sends {per_user:.3f} "
+        f"LLM messages/s at light load: 1x = {users} users",
         file=sys.stderr,
     )
     return users
@@ -302,20 +308,12 @@ def main() -> None:
         f"{args.slo:g} s, {args.duration:g} s a run (times in ms, goodput per s)\n"
     )
     print(HEADER)
-    streams_per_s: float | None = None
     for workload in args.workloads.split(","):
-        base = args.parallel
-        if workload == "sessions":
-            if streams_per_s is None:
-                one = run_once("queue", "streams", 1, args.parallel, args)
-                streams_per_s = len(one.answered) / args.duration
-            base = capacity_users(args, streams_per_s)
+        base = capacity_users(args) if workload == "sessions" else args.parallel
         for level in levels:
             clients = max(1, round(level * base))
             for policy in policies:
                 run = run_once(policy, workload, level, clients, args)
-                if workload == "streams" and level == 1 and policy == "queue":
-                    streams_per_s = len(run.answered) / args.duration
                 runs.append(run)
                 print_run(run)
     print()
