@@ -31,7 +31,7 @@ from tests.e2e.upstreams import llama_cpp_process
 pytestmark = pytest.mark.e2e
 
 MAX_TOKENS = 8
-NEAR_THE_FAQ = "my order arrived damaged, what should I do"
+NEAR_THE_FAQ = "I received a damaged item, what should I do?"
 NOTHING_MATCHED = "what is the weather today"
 
 
