@@ -257,22 +257,38 @@ async def test_policy_queue_predicts_and_records_but_never_refuses_on_it() -> No
     assert admission.outcomes.recorded == MIN_OUTCOMES + 2
 
 
-async def test_under_predicted_nobody_waits_longer_than_the_slo() -> None:
-    """A wrong prediction costs the customer the SLO, not --queue-timeout; the wait is
-    recorded as a miss."""
+async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_slo() -> None:
+    """A wrong prediction costs the customer less than the SLO, not --queue-timeout: a
+    request leaves the line when its own prompt's reading would no longer fit in the SLO;
+    the wait is recorded as a miss."""
     admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
     assert admission.wait_limit == 0.05
+    admission.rate.reading.add(10, 0.01)  # 10 tokens in 10 ms: 1 ms a token
+    async with admission.slot() as hold:
+        admission.first_token(hold)
+        with pytest.raises(QueueTimeout) as info:
+            async with admission.slot(tokens=20):  # 20 ms to read: gone after 30 ms
+                pytest.fail("must not be admitted")
+    assert "0.03 s" in info.value.message
+    assert admission.refused["queue_timeout"] == 1
+    missed = admission.outcomes.recent[-1]
+    assert missed.missed and missed.censored
+    assert 0.03 <= missed.realized < 0.05
+
+
+async def test_shadow_waits_the_slo_itself() -> None:
+    """Shadow measures: a request leaves the line at the SLO, a miss beyond doubt."""
+    admission = Admission(
+        slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted", shadow=True
+    )
     admission.rate.reading.add(10, 0.01)
     async with admission.slot() as hold:
         admission.first_token(hold)
         with pytest.raises(QueueTimeout) as info:
-            async with admission.slot():
+            async with admission.slot(tokens=20):
                 pytest.fail("must not be admitted")
     assert "0.05 s" in info.value.message
-    assert admission.refused["queue_timeout"] == 1
-    missed = admission.outcomes.recent[-1]
-    assert missed.missed
-    assert missed.realized >= 0.05
+    assert admission.outcomes.recent[-1].realized >= 0.05
 
 
 async def test_each_admitted_prediction_is_recorded_beside_its_outcome() -> None:

@@ -34,8 +34,8 @@ conversation's later turn leaves hundreds of tokens to read where a repeated que
 leaves one.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
-(policy ``predicted``: no longer than the SLO) fails with QueueTimeout. Slots are handed
-over first-come, first-served.
+(policy ``predicted``: past the moment its first token could still come within the SLO)
+fails with QueueTimeout. Slots are handed over first-come, first-served.
 """
 
 from __future__ import annotations
@@ -399,11 +399,12 @@ class Admission:
             return judgement
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        self._gives_up[waiter] = self.clock() + self.wait_limit
+        limit = self._patience(tokens, received)
+        self._gives_up[waiter] = self.clock() + limit
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives with the slot, and a request whose client left would still run.
-            async with asyncio.timeout(self.wait_limit):
+            async with asyncio.timeout(limit):
                 await waiter
         except TimeoutError:
             if waiter.done() and not waiter.cancelled():
@@ -411,7 +412,7 @@ class Admission:
             self._count("queue_timeout")
             self._record(judgement, self.clock() - received, censored=True)
             raise QueueTimeout(
-                f"no capacity freed up within {self.wait_limit:g} s; retry shortly",
+                f"no capacity freed up within {limit:.3g} s; retry shortly",
                 retry_after=self._retry_after(),
             ) from None
         except BaseException:
@@ -425,6 +426,20 @@ class Admission:
                 self._waiters.remove(waiter)
             self._gives_up.pop(waiter, None)
         return judgement
+
+    def _patience(self, tokens: int | None, received: float) -> float:
+        """Seconds a request may wait in line from now: ``wait_limit``, and where predictions
+        refuse, no later than its first token can still come within the SLO (the SLO from
+        its arrival, less its own prompt's reading). A slot granted later starts a reply
+        that misses it: at twice the engine's capacity, the requests that got their slots
+        in the SLO's last tenth were its misses. Shadow waits the SLO itself, so its
+        outcomes tell a miss from a near one."""
+        limit = self.wait_limit
+        if not self.refuses_on_prediction:
+            return limit
+        reading = self.rate.reading
+        own = reading.seconds(reading.typical if tokens is None else tokens)
+        return max(0.0, min(limit, received + self.ttft_slo - own - self.clock()))
 
     def _retry_after(self) -> float:
         """Until a place in line is likely to free up (one slot's turn), at least 1 s."""

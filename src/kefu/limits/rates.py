@@ -52,7 +52,11 @@ class PromptReading:
         # Weighted sums: weight, tokens, seconds, tokens², tokens x seconds.
         self._n = self._x = self._y = self._xx = self._xy = 0.0
 
-    def add(self, tokens: int, seconds: float) -> None:
+    def add(self, tokens: int, seconds: float, *, a_request: bool = True) -> None:
+        """A prompt of ``tokens`` read in ``seconds``. Not ``a_request`` (the warm-up's own
+        prompt): it measures the speed, and its length says nothing of the prompts to come
+        (a first turn's 169 tokens made every 25-token /v1 question look seven times as
+        long until the mean caught up, and a fresh server refused an 8-stream burst)."""
         seconds = max(seconds, 0.0)
         keep = self.forget
         self._n = keep * self._n + 1
@@ -61,7 +65,8 @@ class PromptReading:
         self._xx = keep * self._xx + tokens * tokens
         self._xy = keep * self._xy + tokens * seconds
         self.samples += 1
-        self.tokens.add(tokens)
+        if a_request:
+            self.tokens.add(tokens)
 
     def line(self) -> tuple[float, float]:
         """(fixed seconds, seconds per token), neither below 0; (0, 0) before any sample."""
@@ -86,7 +91,8 @@ class PromptReading:
 
     @property
     def typical(self) -> int:
-        """Tokens a prompt not built yet is taken to leave: the recent mean."""
+        """Tokens a prompt not built yet is taken to leave: the recent requests' mean, 0
+        before the first (its reading is then the line's fixed part)."""
         return round(self.tokens.value or 0.0)
 
 
