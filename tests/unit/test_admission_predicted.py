@@ -272,7 +272,8 @@ async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_sl
     assert "0.03 s" in info.value.message
     assert admission.refused["queue_timeout"] == 1
     missed = admission.outcomes.recent[-1]
-    assert missed.missed and missed.censored
+    assert missed.missed
+    assert missed.censored
     assert 0.03 <= missed.realized < 0.05
 
 
