@@ -18,7 +18,9 @@ from typing import IO, Any
 
 import httpx
 
-READY_TIMEOUT_S = 60.0
+# A start loads the model and reads a first prompt twice: seconds on a quiet box, over a
+# minute on a 2-core one also compiling (a CI run beside a build timed out at 60 s).
+READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 10.0
 
 
