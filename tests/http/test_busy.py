@@ -201,8 +201,9 @@ async def test_a_long_prompt_is_refused_at_its_slot_as_a_busy_answer(
         await wait_until(lambda: runtime.admission.running == 1)  # its prompt being read
         # An engine that reads 10 ms a token, and prompts of 14 tokens typically.
         reading = runtime.admission.rate.reading
-        reading.add(10, 0.1)
-        reading.add(30, 0.3)
+        for tokens in (10, 30):
+            reading.add(tokens, tokens / 100)
+            reading.observe(tokens)
         calibrate(runtime.admission)
         assert runtime.admission.refusal() is None
         long_message = "tell me about the sea and the ships on it " * 30
@@ -236,6 +237,7 @@ async def test_a_message_on_its_second_look_counts_as_a_prompt_ahead(
         fast_path = runtime.fast_path
         assert fast_path is not None
         runtime.admission.rate.reading.add(50, 1.5)  # 1.5 s a prompt: two do not fit 2 s
+        runtime.admission.rate.reading.observe(50)  # and prompts of 50 tokens
         calibrate(runtime.admission)
         looks: list[bool] = []
         looking = asyncio.Event()

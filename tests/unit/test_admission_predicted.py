@@ -35,8 +35,10 @@ def predicted(clock: Clock, **kwargs: object) -> Admission:
 def measured_line(admission: Admission) -> None:
     """An engine that reads a cached prompt in 0.2 s and 300 more tokens in 1.5 s more:
     0.195 s + 5 ms a token, and a typical prompt of 61 tokens (0.5 s)."""
-    admission.rate.reading.add(1, 0.2)
-    admission.rate.reading.add(301, 1.7)
+    reading = admission.rate.reading
+    for tokens, seconds in ((1, 0.2), (301, 1.7)):
+        reading.add(tokens, seconds)
+        reading.observe(tokens)
 
 
 async def complete(admission: Admission, clock: Clock, *, service: float, first: float) -> None:
@@ -88,22 +90,26 @@ async def test_a_fresh_server_refuses_only_far_past_the_slo_until_outcomes_calib
     the SLO); once outcomes near the SLO have calibrated it, past the SLO."""
     clock = Clock()
     admission = predicted(clock, slots=4)
-    measured_line(admission)  # 1.195 s for a 200-token prompt, 0.5 s for a typical one
+    measured_line(admission)  # 1.195 s for a 200-token prompt
+    reading = admission.rate.reading
     held = Held(admission)
     await held.hold(2, read=False, tokens=200)
+    assert reading.typical == 111  # the counted prompts' mean: 1, 301, 200, 200
+    typical = reading.seconds(111)  # 0.75 s
     judgement = admission.judge()
     assert judgement.queued
-    assert judgement.estimate == pytest.approx(2 * 1.195 + 0.5)  # past 2 s, within 4 s
+    assert judgement.estimate == pytest.approx(2 * 1.195 + typical)  # past 2 s, within 4 s
     assert not judgement.refuse
     await held.hold(1, read=False, tokens=200)  # 3.585 s for its own first token: let in
-    assert admission.judge().estimate == pytest.approx(3 * 1.195 + 0.5)
+    typical = reading.seconds(reading.typical)
+    assert admission.judge().estimate == pytest.approx(3 * 1.195 + typical)
     assert isinstance(admission.refusal(), Overloaded)  # past 4 s
     calibrate(admission)
     await held.release()
     held = Held(admission)
     await held.hold(1, read=False, tokens=300)
     judgement = admission.judge()
-    assert judgement.predicted == pytest.approx(1.695 + 0.5)
+    assert judgement.predicted == pytest.approx(1.695 + reading.seconds(reading.typical))
     assert judgement.refuse  # calibrated: past the SLO is enough
     await held.release()
 
@@ -144,18 +150,19 @@ async def test_the_outcomes_correct_the_estimate() -> None:
     """An engine that reads several prompts in one step starts them faster than prompts
     read one after another would: the ratio of what happened to the estimate shows it."""
     clock = Clock()
-    admission = predicted(clock, ttft_slo=3.0)
+    admission = predicted(clock, ttft_slo=3.5)
     measured_line(admission)
     held = Held(admission)
-    await held.hold(3, read=False, tokens=300)  # three long prompts ahead
+    await held.hold(3, read=False, tokens=300)  # three long prompts ahead: 6.2 s
+    reading = admission.rate.reading
     estimate = admission.judge().estimate
-    assert estimate == pytest.approx(3 * 1.695 + 0.5)
+    assert estimate == pytest.approx(3 * 1.695 + reading.seconds(reading.typical))
     assert admission.judge().predicted == pytest.approx(estimate)  # no outcome: as is
     assert not admission.judge().refuse  # not calibrated yet
     calibrate(admission, ratio=0.25)  # they came at a quarter of the estimate
     assert admission.outcomes.correction() == pytest.approx(0.25)
     assert admission.judge().predicted == pytest.approx(estimate / 4)
-    assert admission.refusal() is None  # 1.4 s: within the SLO of 3 s
+    assert admission.refusal() is None  # 1.5 s: within the SLO of 3.5 s
     calibrate(admission, ratio=1.0)  # the p90 of 8 at 0.25 and 8 at 1.0: 1.0
     assert admission.outcomes.correction() == 1.0
     assert isinstance(admission.refusal(), Overloaded)
@@ -321,13 +328,15 @@ async def test_a_prompt_read_longer_than_the_line_says_slows_the_estimate() -> N
     admission = predicted(clock, slots=4)
     measured_line(admission)
     calibrate(admission)
+    reading = admission.rate.reading
     async with admission.slot(tokens=101):  # 0.7 s by the line
-        assert admission.predicted_ttft() == pytest.approx(0.7 + 0.5)
+        typical = reading.seconds(reading.typical)  # 69 tokens: 0.54 s
+        assert admission.predicted_ttft() == pytest.approx(0.7 + typical)
         clock.now += 1.4  # read for twice as long as the line says
-        assert admission.predicted_ttft() == pytest.approx(0.5 * 2)
+        assert admission.predicted_ttft() == pytest.approx(typical * 2)
         assert admission.refusal() is None
         clock.now += 2.8  # six times: the engine has stalled
-        assert admission.predicted_ttft() == pytest.approx(0.5 * 6)
+        assert admission.predicted_ttft() == pytest.approx(typical * 6)
         assert isinstance(admission.refusal(), Overloaded)
 
 

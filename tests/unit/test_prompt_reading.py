@@ -24,7 +24,15 @@ def test_one_length_alone_is_read_as_proportional() -> None:
     reading.add(300, 0.6)
     assert reading.line() == pytest.approx((0.0, 0.002))
     assert reading.seconds(150) == pytest.approx(0.3)
-    assert reading.typical == 300
+    assert reading.typical == 0  # a sample of the speed says nothing of the prompts to come
+
+
+def test_the_typical_prompt_is_the_counted_prompts_mean() -> None:
+    reading = PromptReading()
+    reading.observe(10)
+    reading.observe(30)
+    assert reading.typical == 14  # the newest weighs 0.2
+    assert reading.samples == 0
 
 
 def test_two_lengths_give_a_step_and_a_speed() -> None:
@@ -36,7 +44,6 @@ def test_two_lengths_give_a_step_and_a_speed() -> None:
     assert fixed == pytest.approx(0.195)
     assert per_token == pytest.approx(0.005)
     assert reading.seconds(101) == pytest.approx(0.7)
-    assert reading.tokens.value is not None
 
 
 def test_longer_prompts_reading_faster_is_noise_and_the_mean_stands() -> None:

@@ -392,6 +392,7 @@ class Admission:
             refusal, judgement = self._at_door()
             self._refuse(refusal)
         if tokens is not None:
+            self.rate.reading.observe(tokens)
             judgement = self.judge(tokens, received)
             self._refuse(self._overloaded(judgement, tokens))
         if self._slot_free:

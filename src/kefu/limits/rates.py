@@ -52,11 +52,8 @@ class PromptReading:
         # Weighted sums: weight, tokens, seconds, tokens², tokens x seconds.
         self._n = self._x = self._y = self._xx = self._xy = 0.0
 
-    def add(self, tokens: int, seconds: float, *, a_request: bool = True) -> None:
-        """A prompt of ``tokens`` read in ``seconds``. Not ``a_request`` (the warm-up's own
-        prompt): it measures the speed, and its length says nothing of the prompts to come
-        (a first turn's 169 tokens made every 25-token /v1 question look seven times as
-        long until the mean caught up, and a fresh server refused an 8-stream burst)."""
+    def add(self, tokens: int, seconds: float) -> None:
+        """A prompt of ``tokens`` read in ``seconds``: a sample of the line."""
         seconds = max(seconds, 0.0)
         keep = self.forget
         self._n = keep * self._n + 1
@@ -65,8 +62,15 @@ class PromptReading:
         self._xx = keep * self._xx + tokens * tokens
         self._xy = keep * self._xy + tokens * seconds
         self.samples += 1
-        if a_request:
-            self.tokens.add(tokens)
+
+    def observe(self, tokens: int) -> None:
+        """A request's prompt, counted: ``tokens`` left to read. Every counted prompt is
+        one, read or refused: learnt only from the prompts read, a server refusing at its
+        slots never learnt that its door let through prompts too long to take (under wrk,
+        a third of /chat's messages built their prompts only to be refused). The warm-up's
+        prompt is none: a first turn's 169 tokens made every 25-token /v1 question look
+        seven times as long, and a fresh server refused an 8-stream burst."""
+        self.tokens.add(tokens)
 
     def line(self) -> tuple[float, float]:
         """(fixed seconds, seconds per token), neither below 0; (0, 0) before any sample."""

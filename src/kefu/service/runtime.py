@@ -191,7 +191,7 @@ class Runtime:
                     persona=self.settings.persona,
                     passages=await self._first_passages(),
                 )
-                self.admission.rate.reading.add(warm.tokens, warm.seconds, a_request=False)
+                self.admission.rate.reading.add(warm.tokens, warm.seconds)
         except Exception as exc:
             self.load_error = str(exc) or type(exc).__name__
             log.error("the engine failed to start: %s", self.load_error)
