@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,17 @@ import httpx
 # minute on a 2-core one also compiling (a CI run beside a build timed out at 60 s).
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 10.0
+
+
+def wait_for(
+    check: Callable[[], object], what: str, timeout: float = 30.0, every: float = 0.2
+) -> None:
+    """Poll ``check`` until it is true; AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:g} s for {what}")
+        time.sleep(every)
 
 
 class ServerStartError(RuntimeError):

@@ -11,7 +11,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +22,7 @@ import pytest
 from kefu.api.openai.serving import conversation_key
 from kefu.engine.base import ChatMessage
 from kefu.engine.routing import rendezvous_score
-from tests.e2e.support import KefuServer, chat_stream, running_kefu
+from tests.e2e.support import KefuServer, chat_stream, running_kefu, wait_for
 from tests.e2e.upstreams import llama_cpp_server
 
 pytestmark = pytest.mark.e2e
@@ -71,14 +71,6 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
 
 def rows(pool: Pool) -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in pool.front.ready_state()["engine"]["engines"]}
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:g} s for {what}")
-        time.sleep(0.2)
 
 
 def conversation_homed_at(pool: Pool, name: str, tag: str) -> list[dict[str, str]]:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 from kefu.api.openai.serving import conversation_key
 from kefu.engine.base import ChatMessage
 from kefu.engine.routing import rendezvous_score
-from tests.e2e.support import KefuServer, chat_stream, running_kefu
+from tests.e2e.support import KefuServer, chat_stream, running_kefu, wait_for
 from tests.e2e.upstreams import llama_cpp_process
 
 pytestmark = pytest.mark.e2e
@@ -137,14 +136,6 @@ def test_v1_and_chat_go_to_their_groups(shop: Shop) -> None:
     assert answered_by(shop, NEAR_THE_FAQ)["group"] == "faq"
     routed = answered_by(shop, NOTHING_MATCHED)
     assert (routed["group"], routed["engine"]) == ("default", "general")
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout:g} s for {what}")
-        time.sleep(0.2)
 
 
 def test_a_killed_engine_fails_over_inside_its_group_only(shop: Shop) -> None:

@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 
+from tests.e2e.support import wait_for
 from tests.wechat.conftest import KefuFactory
 
 
@@ -21,13 +22,6 @@ def kf_text(msgid: str, user: str, text: str) -> dict[str, object]:
         "msgtype": "text",
         "text": {"content": text},
     }
-
-
-def wait_for(check: object, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 def test_the_callback_url_check_answers_the_decrypted_echostr(kefu_factory: KefuFactory) -> None:
@@ -60,14 +54,14 @@ def test_messages_are_pulled_and_each_answered_once(kefu_factory: KefuFactory) -
         ]
         service = kefu.customer_service()
         assert service.callback("wk-shop").text == "success"
-        wait_for(lambda: len(platform.sent) >= 3)
+        wait_for(lambda: len(platform.sent) >= 3, "three sends", 10.0, 0.02)
         # WeCom calls back again (it may, for the same messages): nothing is answered twice.
         platform.kf_messages += [
             kf_text("m4", "wm-b", "frob nitz"),
             kf_text("m1", "wm-a", "zorb flim"),
         ]
         assert service.callback("wk-shop").text == "success"
-        wait_for(lambda: len(platform.sent) >= 4)
+        wait_for(lambda: len(platform.sent) >= 4, "four sends", 10.0, 0.02)
         time.sleep(0.5)
         by_user = {s.to: s for s in platform.sent if s.kind == "text"}
         assert by_user["wk-shop:wm-a"].text == "fake reply to: zorb flim"

@@ -12,18 +12,11 @@ import pytest
 
 from kefu.channels.wechat.answers import session_name
 from kefu.engine.fake import FakeEngine
+from tests.e2e.support import wait_for
 from tests.wechat.conftest import APP_ID, TOKEN, KefuFactory
 from tests.wechat.simulator import signed_query
 
 pytestmark = pytest.mark.anyio
-
-
-def wait_for(predicate: object, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.02)
 
 
 def test_the_url_check_echoes_a_signed_echostr(kefu_factory: KefuFactory) -> None:
@@ -64,7 +57,7 @@ async def test_a_slow_answer_says_success_then_arrives_once_through_the_api(
         assert len(delivery.tries) == 1
         assert delivery.tries[0].body == "success"
         assert delivery.reply is None
-        wait_for(lambda: kefu.platform.texts_to("o-user-2"))
+        wait_for(lambda: kefu.platform.texts_to("o-user-2"), "the API's text", 10.0, 0.02)
         await asyncio.sleep(0.5)
         assert kefu.platform.texts_to("o-user-2") == ["fake reply to: slow question"]
 
