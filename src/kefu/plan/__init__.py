@@ -8,6 +8,23 @@ efficiencies or by a real ``kefu bench`` run (``--calibrate``). Touches no reque
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class PlanError(ValueError):
     """Input the planner cannot use; the message is the one line the command prints."""
+
+
+def named_number(
+    value: str, flag: str, usage: str, valid: Callable[[float], bool]
+) -> tuple[str, float]:
+    """``NAME=NUMBER`` from a repeated flag (``--split``, ``--rent``), the name before the
+    last ``=``; PlanError with ``usage`` where it is not one or ``valid`` rejects it."""
+    name, sep, number_text = value.rpartition("=")
+    try:
+        number = float(number_text)
+    except ValueError:
+        number = float("nan")
+    if not sep or not name or number != number or not valid(number):
+        raise PlanError(f"{flag} {value!r}: expected {usage}")
+    return name, number

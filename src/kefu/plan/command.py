@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kefu.bench.slo import SloError, parse_slo
 from kefu.engine.bundled import ModelLoadError, bundled_model_path
-from kefu.plan import PlanError
+from kefu.plan import PlanError, named_number
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_CARD = 1
@@ -215,17 +215,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _rents(pairs: list[str]) -> dict[str, float]:
-    rents = {}
-    for pair in pairs:
-        name, sep, value = pair.rpartition("=")
-        try:
-            usd = float(value)
-        except ValueError:
-            usd = -1.0
-        if not sep or not name or not usd >= 0:
-            raise PlanError(f"--rent {pair!r}: expected NAME=USD, e.g. L20=700")
-        rents[name] = usd
-    return rents
+    usage = "NAME=USD, e.g. L20=700"
+    return dict(named_number(pair, "--rent", usage, lambda usd: usd >= 0) for pair in pairs)
 
 
 def _list() -> int:

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, replace
 
 from kefu.bench.slo import Slo
-from kefu.plan import PlanError
+from kefu.plan import PlanError, named_number
 from kefu.plan.hardware import GIB, Device
 from kefu.plan.planner import DevicePlan, Model, Options, plan_device
 from kefu.plan.traffic import Traffic
@@ -38,16 +38,8 @@ class Part:
 
 def parse_split(values: list[str]) -> list[tuple[str, float]]:
     """``MODEL=SHARE`` pairs, the shares summing to 1."""
-    parts = []
-    for value in values:
-        name, sep, share_text = value.rpartition("=")
-        try:
-            share = float(share_text)
-        except ValueError:
-            share = -1.0
-        if not sep or not name or not 0 < share <= 1:
-            raise PlanError(f"--split {value!r}: expected MODEL=SHARE, e.g. Qwen2.5-1.5B=0.5")
-        parts.append((name, share))
+    usage = "MODEL=SHARE, e.g. Qwen2.5-1.5B=0.5"
+    parts = [named_number(v, "--split", usage, lambda share: 0 < share <= 1) for v in values]
     total = sum(share for _, share in parts)
     if parts and abs(total - 1) > SHARE_SLACK:
         raise PlanError(f"--split shares add up to {total:g}; they must add up to 1")
