@@ -149,29 +149,35 @@ class Outcomes:
         self.confusion = Confusion()
         self.ratios = Histogram()
         self.recorded = 0
-        self._correction: float | None = None  # until the next outcome: judged per request
+        # Until the next outcome (every request is judged, some twice): the correction, and
+        # whether enough outcomes near the SLO stand behind it.
+        self._calibration: tuple[float, bool] | None = None
 
     def near_slo(self) -> list[Outcome]:
         """The recent outcomes whose estimate was near the SLO: they calibrate."""
         return [o for o in self.recent if o.estimate >= self.near]
 
+    def _calibrated(self) -> tuple[float, bool]:
+        if self._calibration is None:
+            ratios = [(o.realized / o.estimate, o.censored) for o in self.near_slo()]
+            enough = len(ratios) >= MIN_OUTCOMES
+            correction = censored_quantile(ratios, self.quantile) if enough else 1.0
+            self._calibration = (correction, enough)
+        return self._calibration
+
     @property
     def ready(self) -> bool:
         """Enough outcomes near the SLO for a prediction to refuse on."""
-        return len(self.near_slo()) >= MIN_OUTCOMES
+        return self._calibrated()[1]
 
     def correction(self) -> float:
         """The factor from the rates' estimate to the prediction: the ``quantile`` of recent
         realized ÷ estimated near the SLO; 1 until there are enough of them."""
-        if self._correction is None:
-            ratios = [(o.realized / o.estimate, o.censored) for o in self.near_slo()]
-            enough = len(ratios) >= MIN_OUTCOMES
-            self._correction = censored_quantile(ratios, self.quantile) if enough else 1.0
-        return self._correction
+        return self._calibrated()[0]
 
     def add(self, outcome: Outcome) -> None:
         self.recent.append(outcome)
-        self._correction = None
+        self._calibration = None
         self.recorded += 1
         self.confusion.add(outcome)
         if outcome.predicted > 0:
