@@ -284,6 +284,26 @@ async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_sl
     assert 0.03 <= missed.realized < 0.05
 
 
+async def test_a_request_waits_less_by_how_late_first_tokens_come_after_their_slots() -> None:
+    """The reading line is fitted to prompts read one after another; a first token comes
+    later after its slot (the step it joins, the decodes beside it): the recent lateness
+    shortens the wait, once there is enough of it."""
+    admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
+    admission.rate.reading.add(10, 0.01)
+    for _ in range(MIN_OUTCOMES - 1):
+        admission.rate.lateness.add(0.01)
+    assert admission.rate.lateness.margin(0.95, at_least=MIN_OUTCOMES) == 0.0  # too few
+    admission.rate.lateness.add(0.01)
+    assert admission.rate.lateness.margin(0.95, at_least=MIN_OUTCOMES) == 0.01
+    async with admission.slot() as hold:
+        admission.first_token(hold)
+        with pytest.raises(QueueTimeout) as info:
+            async with admission.slot(tokens=20):  # 20 ms to read, 10 ms late: 20 ms left
+                pytest.fail("must not be admitted")
+    waited = float(info.value.message.split("within ")[1].split(" s")[0])
+    assert 0.01 < waited <= 0.02  # the clock runs: a little under 20 ms by then
+
+
 async def test_shadow_waits_the_slo_itself() -> None:
     """Shadow measures: a request leaves the line at the SLO, a miss beyond doubt."""
     admission = Admission(
@@ -380,11 +400,41 @@ def test_a_request_ahead_that_gives_up_first_leaves_its_slot_to_the_next() -> No
     only if it is still waiting when one frees."""
     rate = ServiceRate()
     rate.record(4.0)
-    assert rate.slot_wait([], ages=[1.0]) == 3.0
-    assert rate.slot_wait([5.0], ages=[1.0]) == 7.0  # served at 3 s, its slot free 4 s on
-    assert rate.slot_wait([2.0], ages=[1.0]) == 3.0  # gone at 2 s: the slot at 3 s is ours
-    assert rate.slot_wait([2.0, 5.0], ages=[1.0, 0.0]) == 4.0  # the second takes the 3 s one
-    assert rate.slot_wait([], ages=[]) == 0.0
+    assert rate.slot_wait([], frees=[3.0]) == 3.0
+    assert rate.slot_wait([5.0], frees=[3.0]) == 7.0  # served at 3 s, its slot free 4 s on
+    assert rate.slot_wait([2.0], frees=[3.0]) == 3.0  # gone at 2 s: the slot at 3 s is ours
+    assert rate.slot_wait([2.0, 5.0], frees=[3.0, 4.0]) == 4.0  # the second takes the 3 s one
+    assert rate.slot_wait([], frees=[]) == 0.0
+
+
+def test_a_running_reply_frees_its_slot_after_the_tokens_it_has_still_to_send() -> None:
+    """Replies of 10, 20 and 60 tokens: one 15 tokens in has 5 or 45 to go (25 on
+    average), one 30 tokens in has 30; the same age says nothing more than a mean hold."""
+    rate = ServiceRate()
+    for tokens, held in ((10, 1.0), (20, 2.0), (60, 6.0)):
+        rate.record(held, tokens)
+    rate.token_gap.add(0.1)
+    assert rate.frees_in(1.5, emitted=15) == pytest.approx(2.5)
+    assert rate.frees_in(1.5, emitted=30) == pytest.approx(3.0)
+    assert rate.frees_in(1.5, emitted=30, limit=40) == pytest.approx(1.0)  # stops at 40
+    assert rate.frees_in(1.5, emitted=70, limit=100) == pytest.approx(1.5)  # past them all
+    assert rate.frees_in(1.5) == pytest.approx(max(0.0, rate.service.value - 1.5))  # no token
+    fresh = ServiceRate()
+    assert fresh.frees_in(1.5, emitted=3) == 1.5  # nothing completed: as long again
+
+
+async def test_each_token_of_a_held_reply_is_counted() -> None:
+    clock = Clock()
+    admission = predicted(clock)
+    async with admission.slot(tokens=10) as hold:
+        hold.limit = 64
+        for _ in range(3):
+            clock.now += 0.05
+            admission.token(hold)
+        assert hold.first_token is not None
+        assert hold.emitted == 3
+        assert admission.rate.token_gap.value == pytest.approx(0.05)
+    assert len(admission.rate.lengths) == 1
 
 
 async def test_a_long_prompt_is_refused_at_its_slot_where_a_short_one_is_taken() -> None:

@@ -6,10 +6,11 @@ Every request that reaches the engine is judged, whatever the policy: a point es
 its first-token time from the rates measured here (``rates.py``), corrected by how the
 recent estimates compared with what then happened (``outcomes.py``). The estimate:
 
-- each running request frees its slot about ``service`` seconds after it took it (the
-  mean time a completed request held its slot); a freed slot goes to the first in line
-  still waiting (one whose wait limit runs out first leaves without it), and the
-  newcomer gets the first slot left after those ahead of it;
+- each running request frees its slot once the tokens its reply has still to send are
+  sent (from the recent replies' lengths and the gap between two tokens; before its
+  first token, a mean hold less its age); a freed slot goes to the first in line still
+  waiting (one whose wait limit runs out first leaves without it), and the newcomer gets
+  the first slot left after those ahead of it;
 - the prompts ahead of it (admitted but not yet read, and those in line) and its own are
   read at the measured speed (a line in the prompt's tokens left to read);
 - ``max(slot wait, prompts ahead) + own``, plus the time the request already spent on its
@@ -34,8 +35,9 @@ conversation's later turn leaves hundreds of tokens to read where a repeated que
 leaves one.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
-(policy ``predicted``: past the moment its first token could still come within the SLO)
-fails with QueueTimeout. Slots are handed over first-come, first-served.
+(policy ``predicted``: past the moment its first token could still come within the SLO,
+given how late first tokens recently came after their slots) fails with QueueTimeout.
+Slots are handed over first-come, first-served.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
-from kefu.limits.outcomes import NEAR_SHARE, Outcome, Outcomes
+from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes
 from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
@@ -68,6 +70,10 @@ DEFAULT_QUANTILE = 0.9
 # prompts one after another and started 4-6 s late; but the guess is the model's, not
 # the engine's word.
 UNCALIBRATED_MARGIN = 2.0
+# The share of recent requests whose first token came no later after their slot than the
+# reading line and a margin say: a request in line waits only while a first token that
+# late would still make the SLO.
+LATENESS_QUANTILE = 0.95
 # Refusals kept for /stats and kefu diagnose, with when they came and whether a slot was
 # free: enough for a 15-minute window at a few hundred refusals a second.
 REFUSALS_KEPT = 100_000
@@ -96,14 +102,17 @@ class Hold:
     tokens: int | None = None  # of its prompt, left to read; None where not counted
     judgement: Judgement | None = None
     first_token: float | None = None
+    emitted: int = 0  # tokens sent so far (``Admission.token``)
+    last_token: float | None = None
+    limit: int | None = None  # the most tokens its reply may send, where known
+    reading: float = 0.0  # seconds the reading line gave its prompt when it was granted
 
 
 @dataclass(eq=False)
 class Ticket:
     """A request let through the door (``Admission.check``) that has not taken its slot
     yet: it builds its prompt meanwhile, and the requests after it count that prompt as
-    ahead of theirs. A cold start's burst all passed the door before the first took its
-    slot, built 61 prompts on the 2-core box, and was refused at the slots ~80 ms later."""
+    ahead of theirs (else a cold start's whole burst passes the door at once)."""
 
     judgement: Judgement | None = None
 
@@ -201,9 +210,9 @@ class Admission:
                 slowdown = so_far / expected
         slot_wait = 0.0
         if not slot_free:
-            ages = [now - h.granted for h in self._holds]
+            frees = [self.rate.frees_in(now - h.granted, h.emitted, h.limit) for h in self._holds]
             line = [self._gives_up[w] - now for w in self._waiters if not w.done()]
-            slot_wait = self.rate.slot_wait(line, ages)
+            slot_wait = self.rate.slot_wait(line, frees)
         spent = 0.0 if received is None else max(0.0, now - received)
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
@@ -215,15 +224,8 @@ class Admission:
             log.debug(
                 "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
                 "%.3f s own, x%.2f slower: %.3f s estimated, %.3f s predicted%s",
-                "typical" if tokens is None else tokens,
-                spent,
-                slot_wait,
-                ahead,
-                own,
-                slowdown,
-                estimate,
-                predicted,
-                " (refuse)" if refuse else "",
+                *("typical" if tokens is None else tokens, spent, slot_wait, ahead, own),
+                *(slowdown, estimate, predicted, " (refuse)" if refuse else ""),
             )
         return Judgement(estimate, predicted, queued, refuse, measured)
 
@@ -238,6 +240,17 @@ class Admission:
             return granted
         return max(granted, self._last_first_token)
 
+    def token(self, hold: Hold) -> None:
+        """The held request sent a token now: its first (``first_token``), or one more
+        whose gap from the last measures how fast replies run."""
+        if hold.first_token is None:
+            self.first_token(hold)
+        now = self.clock()
+        if hold.last_token is not None:
+            self.rate.token_gap.add(now - hold.last_token)
+        hold.last_token = now
+        hold.emitted += 1
+
     def first_token(self, hold: Hold) -> None:
         """The held request's first token came now (once per hold): one prompt read, since
         the request was let in or since the previous prompt was read, whichever is later;
@@ -247,6 +260,7 @@ class Admission:
         hold.first_token = now = self.clock()
         if hold.tokens is not None:
             self.rate.reading.add(hold.tokens, now - self._reading_since(hold.granted))
+        self.rate.lateness.add(now - hold.granted - hold.reading)
         self._last_first_token = now
         self._record(hold.judgement, now - hold.received)
 
@@ -366,7 +380,13 @@ class Admission:
         from ``received``, now if None)."""
         received = self.clock() if received is None else received
         judgement = await self._acquire(ticket, tokens, received)
-        hold = Hold(received=received, granted=self.clock(), tokens=tokens, judgement=judgement)
+        hold = Hold(
+            received=received,
+            granted=self.clock(),
+            tokens=tokens,
+            judgement=judgement,
+            reading=self._own_reading(tokens),
+        )
         self._holds.add(hold)
         completed = False
         try:
@@ -378,7 +398,7 @@ class Admission:
             # Only a request that ran to its end measures the rate: one cut short by a
             # client that left says nothing of how long the next will hold its slot.
             if completed:
-                self.rate.record(self.clock() - hold.granted)
+                self.rate.record(self.clock() - hold.granted, hold.emitted)
 
     async def _acquire(
         self, ticket: Ticket | None, tokens: int | None, received: float
@@ -431,16 +451,19 @@ class Admission:
     def _patience(self, tokens: int | None, received: float) -> float:
         """Seconds a request may wait in line from now: ``wait_limit``, and where predictions
         refuse, no later than its first token can still come within the SLO (the SLO from
-        its arrival, less its own prompt's reading). A slot granted later starts a reply
-        that misses it: at twice the engine's capacity, the requests that got their slots
-        in the SLO's last tenth were its misses. Shadow waits the SLO itself, so its
-        outcomes tell a miss from a near one."""
+        its arrival, less its own prompt's reading and how late recent first tokens came
+        after their slots): a slot granted later starts a reply that misses it. Shadow
+        waits the SLO itself, so its outcomes tell a miss from a near one."""
         limit = self.wait_limit
         if not self.refuses_on_prediction:
             return limit
-        reading = self.rate.reading
-        own = reading.seconds(reading.typical if tokens is None else tokens)
+        own = self._own_reading(tokens)
+        own += self.rate.lateness.margin(LATENESS_QUANTILE, at_least=MIN_OUTCOMES)
         return max(0.0, min(limit, received + self.ttft_slo - own - self.clock()))
+
+    def _own_reading(self, tokens: int | None) -> float:
+        reading = self.rate.reading
+        return reading.seconds(reading.typical if tokens is None else tokens)
 
     def _retry_after(self) -> float:
         """Until a place in line is likely to free up (one slot's turn), at least 1 s."""
@@ -467,6 +490,8 @@ class Admission:
             "shadow": self.shadow,
             "ttft_slo_s": self.ttft_slo,
             "predictions": self.outcomes.report(),
+            # How much later than the reading line said first tokens came after their slots.
+            "first_token_late_p95_s": round(self.rate.lateness.margin(LATENESS_QUANTILE, 1), 3),
             "refusals": {
                 "total": len(refusals),
                 "by_code": by_code,

@@ -8,11 +8,20 @@ themselves (``outcomes.py``), not assumed here.
 
 from __future__ import annotations
 
+import bisect
 import heapq
+from collections import deque
 from collections.abc import Sequence
+from itertools import accumulate
 
 # Weight of the newest completion in the averages: about the last ten count.
 EWMA_WEIGHT = 0.2
+
+# Weight of the newest gap between two tokens of a reply: about the last fifty count, a
+# few steps of a full engine.
+TOKEN_WEIGHT = 0.02
+# Completed replies' lengths kept for a running reply's tokens still to come.
+LENGTHS_KEPT = 256
 
 # How much less each older prompt weighs in the fit of reading time against length: the
 # weights sum to 1 / (1 - FORGET), about the last ten prompts, as in the averages.
@@ -100,44 +109,114 @@ class PromptReading:
         return round(self.tokens.value or 0.0)
 
 
+class ReplyLengths:
+    """Tokens in the recent completed replies: how many a reply ``emitted`` tokens in is
+    still to send. A reply's end is no clock: replies of one server end anywhere from 10
+    tokens to their limit, and one 40 tokens in is past most of those shorter ones."""
+
+    def __init__(self, kept: int = LENGTHS_KEPT) -> None:
+        self._recent: deque[int] = deque(maxlen=kept)
+        self._sorted: list[int] = []
+        self._sums: list[int] = [0]  # _sums[i]: the i shortest lengths' total
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+    def add(self, tokens: int) -> None:
+        self._recent.append(tokens)
+        self._sorted = sorted(self._recent)
+        self._sums = [0, *accumulate(self._sorted)]
+
+    def left(self, emitted: int, limit: int | None) -> float:
+        """Mean tokens still to come of a reply ``emitted`` tokens in that may send at most
+        ``limit``: over the recent replies longer than it, each stopped at the limit.
+        Longer than every recent one: half the way to its limit (a quarter of its length
+        with none), a guess for the rare reply the recent ones say nothing of."""
+        lengths, sums = self._sorted, self._sums
+        longer = bisect.bisect_right(lengths, emitted)
+        count = len(lengths) - longer
+        if count == 0:
+            return (limit - emitted) / 2 if limit is not None else max(1.0, emitted / 4)
+        capped = len(lengths) if limit is None else bisect.bisect_right(lengths, limit)
+        capped = max(capped, longer)
+        total = sums[capped] - sums[longer] + (len(lengths) - capped) * (limit or 0)
+        return max(1.0, total / count - emitted)
+
+
+class Lateness:
+    """How much longer than the reading line said a request took from its slot to its
+    first token, over the recent requests: the step it waited to join, the decodes read
+    beside its prompt. The line is fitted to prompts read one after another (a prompt read
+    in the same step as the one before it reads in no time), so it says how long a line of
+    prompts takes, not how long one granted now waits for its first token; a request let
+    wait until the line said it would just make the SLO then missed it."""
+
+    def __init__(self, kept: int = LENGTHS_KEPT) -> None:
+        self._recent: deque[float] = deque(maxlen=kept)
+
+    def add(self, seconds: float) -> None:
+        self._recent.append(seconds)
+
+    def margin(self, quantile: float, at_least: int) -> float:
+        """The ``quantile`` of the recent lateness, none below 0; 0 before ``at_least``."""
+        if len(self._recent) < at_least:
+            return 0.0
+        ordered = sorted(self._recent)
+        return max(0.0, ordered[min(len(ordered) - 1, int(quantile * len(ordered)))])
+
+
 class ServiceRate:
-    """What the engine's requests tell of it: how long a completed one held its slot, and
-    how long the engine took to read one prompt, against its length (sampled at each first
+    """What the engine's requests tell of it: how long a completed one held its slot, how
+    long the engine took to read one prompt, against its length (sampled at each first
     token, so the estimate follows the engine within a few requests, not a few whole
-    replies)."""
+    replies), how long its replies run and the time between two of their tokens."""
 
     def __init__(self, weight: float = EWMA_WEIGHT) -> None:
         self.service = Ewma(weight)
         self.reading = PromptReading(weight=weight)
+        self.token_gap = Ewma(TOKEN_WEIGHT)
+        self.lengths = ReplyLengths()
+        self.lateness = Lateness()
         self.completed = 0
 
-    def record(self, held: float) -> None:
-        """A request ran to its end after holding its slot ``held`` seconds."""
+    def record(self, held: float, tokens: int = 0) -> None:
+        """A request ran to its end after holding its slot ``held`` seconds and sending
+        ``tokens`` tokens (0: not counted)."""
         self.completed += 1
         self.service.add(held)
+        if tokens:
+            self.lengths.add(tokens)
 
-    def slot_wait(self, ahead: Sequence[float], ages: Sequence[float]) -> float:
+    def frees_in(self, age: float, emitted: int = 0, limit: int | None = None) -> float:
+        """Seconds until a running request frees its slot, ``age`` seconds after it took it
+        and ``emitted`` tokens into its reply (of at most ``limit``). Once it sends tokens,
+        its tokens still to come at the recent gap between two: taken as ``service - age``
+        alone, a reply 0.2 s from its end and one just begun were alike whenever their
+        ages were, and at twice the engine's capacity the would-be refusals missed the SLO
+        only 70-89 % of the time. Before: what is left of a mean hold; before any
+        completion, as long again as it has held."""
+        gap = self.token_gap.value
+        if emitted and gap is not None and len(self.lengths):
+            return self.lengths.left(emitted, limit) * gap
+        service = self.service.value
+        return age if service is None else max(0.0, service - age)
+
+    def slot_wait(self, ahead: Sequence[float], frees: Sequence[float]) -> float:
         """Seconds until a slot frees for a request behind ``ahead`` (each waiting request's
         seconds left before it gives up, first in line first), when the running requests
-        are ``ages`` seconds into their holds.
+        free theirs in ``frees`` seconds (``frees_in``).
 
-        A hold lasts ``service`` on average, so the one that began first frees first, and a
-        slot taken again frees ``service`` later; a freed slot goes to the first in line
-        still waiting, and one whose patience runs out before then leaves without taking
-        it. Counted as one slot every ``service / slots`` seconds, a request 0.2 s from its
-        end and one just begun were alike, and a line of requests about to give up looked
-        as long as one of requests about to be served: at twice the engine's capacity,
-        half the would-be refusals were of requests that made the SLO. Before any
-        completion, a hold ``a`` seconds old is taken to last as long again; 0 with nothing
-        running."""
-        if not ages:
+        The one that frees first frees first, and a slot taken again frees a mean hold
+        (``service``) later; a freed slot goes to the first in line still waiting, and one
+        whose patience runs out before then leaves without taking it. Counted as one slot
+        every ``service / slots`` seconds, a line of requests about to give up looked as
+        long as one of requests about to be served. 0 with nothing running."""
+        if not frees:
             return 0.0
         service = self.service.value
         if service is None:
-            frees = list(ages)
-            service = 2 * max(ages)
-        else:
-            frees = [max(0.0, service - age) for age in ages]
+            service = 2 * max(frees)
+        frees = list(frees)
         heapq.heapify(frees)
         for patience in ahead:
             if frees[0] <= patience:  # still there when the slot frees: it takes it

@@ -304,6 +304,7 @@ class Runtime:
         group = self.groups.get(request.group)
         timeline.outcome.group = group.name
         admission = group.admission
+        hold.limit = request.sampling.max_tokens
         try:
             async with aclosing(group.engine.generate(request)) as events:
                 async for event in events:
@@ -312,7 +313,7 @@ class Runtime:
                         timeline.finished(event.usage, event.finish_reason)
                         timeline.routed(event.routed)
                     else:
-                        admission.first_token(hold)
+                        admission.token(hold)
                     yield event
         except KefuError as exc:
             timeline.outcome.error = exc.code
