@@ -22,8 +22,9 @@ goodput (answers whose first token came within the SLO, per second), the server'
 record of its predictions near the SLO (realized ÷ predicted at p50 and p90 over the
 recent predictions of at least a quarter of the SLO, and how many, from /ready) and the
 would-refuse confusion it kept: precision (would-refuse requests that really missed the
-SLO) and recall (misses it would have refused). Predictions are recorded under every
-policy; only ``predicted`` acts on them.
+SLO) and recall (misses it would have refused), and how long a refused request took to
+hear it (p50/p99: a refusal at the door is at once, one from the line after its wait).
+Predictions are recorded under every policy; only ``predicted`` acts on them.
 
     .venv/bin/python benchmarks/admission.py [--levels 0.5,1,2,10] [--duration 30]
         [--workloads streams,sessions] [--policies queue,predicted,shadow]
@@ -89,6 +90,7 @@ class Run:
     answered: list[float] = field(default_factory=list)  # accepted TTFTs (LLM for sessions)
     sent: int = 0
     refused: dict[str, int] = field(default_factory=dict)
+    refused_in: list[float] = field(default_factory=list)  # seconds to each refusal
     other: int = 0  # failed otherwise
     fast: int = 0  # sessions: answered without the engine
     admission: dict[str, Any] = field(default_factory=dict)  # /ready's, at the end
@@ -194,6 +196,7 @@ def run_once(
                 if r.status in (429, 503) or r.code in ("queue_timeout", "overloaded"):
                     code = r.code or str(r.status)
                     run.refused[code] = run.refused.get(code, 0) + 1
+                    run.refused_in.append(r.end - r.sent)
                 elif r.code is not None or r.first is None:
                     run.other += 1
                 else:
@@ -204,6 +207,7 @@ def run_once(
                 if record["http_status"] in (429, 503):
                     code = code_of(record)
                     run.refused[code] = run.refused.get(code, 0) + 1
+                    run.refused_in.append(record["end"] - record["sent"])
                 elif record["status"] != "ok":
                     run.other += 1
                 elif record["tier"] != "llm":
@@ -224,7 +228,7 @@ HEADER = (
     f"{'workload':8} {'load':>5} {'clients':>7} {'policy':9} {'sent':>5} {'answd':>5} "
     f"{'refused':>7} {'other':>5} {'ttft50':>6} {'ttft99':>6} {'miss':>9} {'good/s':>6} "
     f"{'ratio50':>7} {'ratio90':>7} {'near':>5} {'prec':>5} {'recall':>6} "
-    f"{'wouldref':>8} {'refused (by code)':30}"
+    f"{'wouldref':>8} {'refused in p50/p99':>18} {'refused (by code)':30}"
 )
 
 
@@ -236,6 +240,8 @@ def print_run(run: Run) -> None:
     would = predictions["would_refuse"]
     miss = f"{missed} {missed / len(answered):.1%}" if answered else "-"
     codes = " ".join(f"{k} {v}" for k, v in sorted(run.refused.items())) or "-"
+    took = run.refused_in
+    refused_in = f"{fmt(percentile(took, 50))}/{fmt(percentile(took, 99))} ms" if took else "-"
     print(
         f"{run.workload:8} {run.level:5g} {run.clients:7} {run.policy:9} {run.sent:5} "
         f"{len(answered) + run.fast:5} {sum(run.refused.values()):7} {run.other:5} "
@@ -244,7 +250,7 @@ def print_run(run: Run) -> None:
         f"{fmt(near['ratio_p50'], 1, 2):>7} {fmt(near['ratio_p90'], 1, 2):>7} "
         f"{near['outcomes']:5} "
         f"{fmt(would['precision'], 100):>4}% {fmt(predictions['recall'], 100):>5}% "
-        f"{would['missed'] + would['made']:8} {codes:30}",
+        f"{would['missed'] + would['made']:8} {refused_in:>18} {codes:30}",
         flush=True,
     )
 

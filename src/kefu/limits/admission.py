@@ -22,17 +22,16 @@ correction), so it is a calibrated quantile of the first-token time, and the out
 it honest: an engine that reads several prompts in one step shows as ratios under 1.
 
 A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only on
-evidence: a queue in front of it (no free slot, or prompts ahead still to read), and a
-prediction over the SLO, calibrated by outcomes measured near the SLO
-(``outcomes.MIN_OUTCOMES``); until there are enough of them, an estimate past twice the
-SLO. An engine with a free slot and nothing to read takes any request.
+evidence: a queue in front of it (no free slot, or prompts ahead still to read), a
+prediction over the SLO, and either the recent outcomes of requests estimated alike
+mostly missed it (``miss_curve.py``; once ``outcomes.MIN_OUTCOMES`` near the SLO
+calibrate) or the prediction lies past twice the SLO. An engine with a free slot and
+nothing to read takes any request.
 ``shadow`` records what would have been refused and refuses nothing on prediction. The
 bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
 
-The door (``check``) comes before the prompt is built, so it judges a typical prompt. Once
-the prompt is built, its slot judges it again by its length and the time spent so far: a
-conversation's later turn leaves hundreds of tokens to read where a repeated question
-leaves one.
+The door (``check``) comes before the prompt is built, so it judges a typical prompt; its
+slot judges it again by the prompt's tokens left to read and the time spent so far.
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 (policy ``predicted``: past the moment its first token could still come within the SLO,
@@ -52,6 +51,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
+from kefu.limits.miss_curve import MISS_CONFIDENCE
 from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes
 from kefu.limits.rates import ServiceRate
 
@@ -62,20 +62,17 @@ AdmissionPolicy = Literal["predicted", "queue"]
 # Seconds to the first token that ``predicted`` aims for (--ttft-slo): "acceptable" by the
 # field's thresholds (docs/ARCHITECTURE.md).
 DEFAULT_TTFT_SLO = 2.0
-# The quantile of the first-token time a prediction stands for. A refused request is one
-# whose 90th percentile lies past the SLO.
+# The quantile of the first-token time a prediction stands for.
 DEFAULT_QUANTILE = 0.9
-# How far past the SLO an estimate no outcome has calibrated yet must lie to refuse: the
-# warm reading sample makes it a fair guess, and a fresh server's opening burst read its
-# prompts one after another and started 4-6 s late; but the guess is the model's, not
-# the engine's word.
-UNCALIBRATED_MARGIN = 2.0
+# How far past the SLO a prediction must lie to refuse on itself alone, the only rule
+# before outcomes calibrate anything (the prediction is then the estimate, a fair guess
+# from the warm reading sample, but the model's word, not the engine's).
+FAR_MARGIN = 2.0
 # The share of recent requests whose first token came no later after their slot than the
 # reading line and a margin say: a request in line waits only while a first token that
 # late would still make the SLO.
 LATENESS_QUANTILE = 0.95
-# Refusals kept for /stats and kefu diagnose, with when they came and whether a slot was
-# free: enough for a 15-minute window at a few hundred refusals a second.
+# Refusals kept for /stats and kefu diagnose: 15 minutes at a few hundred a second.
 REFUSALS_KEPT = 100_000
 
 
@@ -217,9 +214,12 @@ class Admission:
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
         measured = reading.samples > 0
-        # Before outcomes have calibrated it, the estimate refuses only far past the SLO.
-        limit = self.ttft_slo if self.outcomes.ready else UNCALIBRATED_MARGIN * self.ttft_slo
-        refuse = measured and queued and predicted > limit
+        # Past the SLO, a refusal needs the outcomes to say that requests estimated alike
+        # mostly missed it, or a prediction far past it (before outcomes have calibrated
+        # anything, the estimate far past it alone).
+        far = predicted > FAR_MARGIN * self.ttft_slo
+        likely = self.outcomes.ready and self.outcomes.miss_share(estimate) >= MISS_CONFIDENCE
+        refuse = measured and queued and predicted > self.ttft_slo and (far or likely)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "

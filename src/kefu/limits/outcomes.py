@@ -32,6 +32,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from kefu.limits.miss_curve import MissCurve
+
 # Recent outcomes kept: enough for a p90 to move by a sample or two, few enough to follow
 # an engine whose speed changes (another tenant on the box, a longer mix of prompts).
 WINDOW = 256
@@ -149,21 +151,26 @@ class Outcomes:
         self.confusion = Confusion()
         self.ratios = Histogram()
         self.recorded = 0
-        # Until the next outcome (every request is judged, some twice): the correction, and
-        # whether enough outcomes near the SLO stand behind it.
-        self._calibration: tuple[float, bool] | None = None
+        # Until the next outcome (every request is judged, some twice): the correction,
+        # whether enough outcomes near the SLO stand behind it, and the miss curve.
+        self._calibration: tuple[float, bool, MissCurve] | None = None
 
     def near_slo(self) -> list[Outcome]:
         """The recent outcomes whose estimate was near the SLO: they calibrate."""
         return [o for o in self.recent if o.estimate >= self.near]
 
-    def _calibrated(self) -> tuple[float, bool]:
+    def _calibrated(self) -> tuple[float, bool, MissCurve]:
         if self._calibration is None:
             ratios = [(o.realized / o.estimate, o.censored) for o in self.near_slo()]
             enough = len(ratios) >= MIN_OUTCOMES
             correction = censored_quantile(ratios, self.quantile) if enough else 1.0
-            self._calibration = (correction, enough)
+            curve = MissCurve((o.estimate, o.missed) for o in self.recent)
+            self._calibration = (correction, enough, curve)
         return self._calibration
+
+    def miss_share(self, estimate: float) -> float:
+        """How often recent requests estimated like this one missed the SLO (``MissCurve``)."""
+        return self._calibrated()[2](estimate)
 
     @property
     def ready(self) -> bool:

@@ -1,0 +1,54 @@
+"""How likely a request misses the SLO, against admission's estimate for it: the recent
+outcomes' miss rate, fitted as a curve that never falls as the estimate grows (isotonic
+regression, pool-adjacent-violators).
+
+A refusal is a claim that the request would miss. A quantile of the first-token time past
+the SLO claims only that it might: a p90 past the SLO refused requests whose first token
+had a one-in-ten chance of coming late, and at twice the engine's capacity 10-30 % of the
+would-be refusals made the SLO. The curve says how often requests estimated like this
+one did miss; admission refuses where that share is high (``MISS_CONFIDENCE``), and the
+line's deadline turns the rest that would miss into a refusal before their slot.
+
+Each block's share is shrunk towards one half by a uniform prior (one miss, one made), so
+a block of three misses reads 0.8, not 1: a handful of outcomes is no confidence.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+# The share of requests estimated alike that missed, from which a request is refused.
+MISS_CONFIDENCE = 0.9
+
+
+class MissCurve:
+    """P(miss | estimate) over ``(estimate, missed)`` outcomes; 0.5 with none."""
+
+    def __init__(self, outcomes: Iterable[tuple[float, bool]]) -> None:
+        blocks: list[list[float]] = []  # [misses, count, largest estimate]
+        for estimate, missed in sorted(outcomes):
+            blocks.append([float(missed), 1.0, estimate])
+            while len(blocks) > 1 and _share(blocks[-2]) >= _share(blocks[-1]):
+                misses, count, largest = blocks.pop()
+                blocks[-1][0] += misses
+                blocks[-1][1] += count
+                blocks[-1][2] = largest
+        self._uppers = [block[2] for block in blocks]
+        self._shares: list[float] = []
+        for misses, count, _ in blocks:
+            shrunk = (misses + 1) / (count + 2)
+            # Shrinking can undo the order of a small block and a large one after it.
+            self._shares.append(max(shrunk, self._shares[-1] if self._shares else 0.0))
+
+    def __call__(self, estimate: float) -> float:
+        """The share of requests estimated at ``estimate`` that miss: the block it falls in,
+        the next block up where it falls between two, the last past them all."""
+        if not self._shares:
+            return 0.5
+        index = bisect.bisect_left(self._uppers, estimate)
+        return self._shares[min(index, len(self._shares) - 1)]
+
+
+def _share(block: list[float]) -> float:
+    return block[0] / block[1]
