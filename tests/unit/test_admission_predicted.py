@@ -12,7 +12,7 @@ import pytest
 from kefu.errors import Overloaded, QueueFull, QueueTimeout
 from kefu.limits.admission import Admission
 from kefu.limits.outcomes import MIN_OUTCOMES
-from kefu.limits.rates import Ewma, ServiceRate
+from kefu.limits.rates import LATENESS_MIN, Ewma, ServiceRate
 from tests.http.helpers import calibrate
 
 pytestmark = pytest.mark.anyio
@@ -291,11 +291,11 @@ async def test_a_request_waits_less_by_how_late_first_tokens_come_after_their_sl
     shortens the wait, once there is enough of it."""
     admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
     admission.rate.reading.add(10, 0.01)
-    for _ in range(MIN_OUTCOMES - 1):
+    for _ in range(LATENESS_MIN - 1):
         admission.rate.lateness.add(0.01)
-    assert admission.rate.lateness.margin(0.95, at_least=MIN_OUTCOMES) == 0.0  # too few
+    assert admission.rate.lateness.margin(0.95) == 0.0  # too few to say
     admission.rate.lateness.add(0.01)
-    assert admission.rate.lateness.margin(0.95, at_least=MIN_OUTCOMES) == 0.01
+    assert admission.rate.lateness.margin(0.95) == 0.01
     async with admission.slot() as hold:
         admission.first_token(hold)
         with pytest.raises(QueueTimeout) as info:
@@ -419,16 +419,19 @@ def test_a_running_reply_frees_its_slot_after_the_tokens_it_has_still_to_send() 
     assert rate.frees_in(1.5, emitted=30) == pytest.approx(3.0)
     assert rate.frees_in(1.5, emitted=30, limit=40) == pytest.approx(1.0)  # stops at 40
     assert rate.frees_in(1.5, emitted=70, limit=100) == pytest.approx(1.5)  # past them all
-    assert rate.frees_in(1.5) == pytest.approx(max(0.0, rate.service.value - 1.5))  # no token
+    assert rate.frees_in(1.5, emitted=70) == pytest.approx(1.75)  # no limit: a quarter more
+    assert rate.frees_in(1.5, emitted=41, limit=40) == pytest.approx(0.1)  # a closing delta
+    assert rate.frees_in(1.5) == pytest.approx(2.16 - 1.5)  # no token yet: a mean hold left
     fresh = ServiceRate()
     assert fresh.frees_in(1.5, emitted=3) == 1.5  # nothing completed: as long again
 
 
 async def test_each_token_of_a_held_reply_is_counted() -> None:
+    """Each token of a held reply counts towards its length and the gap between tokens;
+    a completed reply's length joins those a running one is measured against."""
     clock = Clock()
     admission = predicted(clock)
     async with admission.slot(tokens=10) as hold:
-        hold.limit = 64
         for _ in range(3):
             clock.now += 0.05
             admission.token(hold)

@@ -16,16 +16,23 @@ pytestmark = pytest.mark.anyio
 def test_the_curve_pools_what_would_fall_and_shrinks_small_blocks() -> None:
     curve = MissCurve([(1.0, False), (2.0, True), (3.0, False), (4.0, True), (5.0, True)])
     assert curve(0.5) == pytest.approx(1 / 3)  # below them all: the first block, (0+1)/(1+2)
-    assert curve(1.0) == pytest.approx(1 / 3)
-    assert curve(1.5) == pytest.approx(0.5)  # 2 s missed, 3 s made: pooled, (1+1)/(2+2)
+    assert curve(1.5) == pytest.approx(1 / 3)  # between two blocks: the lower one
+    assert curve(2.0) == pytest.approx(0.5)  # 2 s missed, 3 s made: pooled, (1+1)/(2+2)
+    assert curve(3.9) == pytest.approx(0.5)
     assert curve(4.5) == pytest.approx(0.75)
     assert curve(60.0) == pytest.approx(0.75)  # past them all: the last block
     assert MissCurve([])(3.0) == 0.5  # no outcome, no opinion
 
 
+def test_outcomes_of_one_estimate_are_one_point() -> None:
+    curve = MissCurve([(2.0, False), (2.0, True), (2.0, True), (2.0, True)])
+    assert curve(2.0) == pytest.approx(4 / 6)
+
+
 def test_a_handful_of_misses_is_no_confidence() -> None:
     assert MissCurve([(3.0, True)] * 3)(3.0) == pytest.approx(0.8)
-    assert MissCurve([(3.0, True)] * 8)(3.0) >= MISS_CONFIDENCE
+    assert MissCurve([(3.0, True)] * 7)(3.0) < MISS_CONFIDENCE
+    assert MissCurve([(3.0, True)] * 9)(3.0) > MISS_CONFIDENCE
 
 
 def outcome(estimate: float, *, missed: bool) -> Outcome:

@@ -47,12 +47,11 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
-from kefu.limits.miss_curve import MISS_CONFIDENCE
-from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes
+from kefu.limits.holds import Hold, Judgement, Refusal, Ticket
+from kefu.limits.outcomes import NEAR_SHARE, Outcome, Outcomes
 from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
@@ -64,61 +63,13 @@ AdmissionPolicy = Literal["predicted", "queue"]
 DEFAULT_TTFT_SLO = 2.0
 # The quantile of the first-token time a prediction stands for.
 DEFAULT_QUANTILE = 0.9
-# How far past the SLO a prediction must lie to refuse on itself alone, the only rule
-# before outcomes calibrate anything (the prediction is then the estimate, a fair guess
-# from the warm reading sample, but the model's word, not the engine's).
-FAR_MARGIN = 2.0
 # The share of recent requests whose first token came no later after their slot than the
 # reading line and a margin say: a request in line waits only while a first token that
 # late would still make the SLO.
 LATENESS_QUANTILE = 0.95
-# Refusals kept for /stats and kefu diagnose: 15 minutes at a few hundred a second.
+# Refusals kept for /stats and kefu diagnose, with when they came and whether a slot was
+# free: enough for a 15-minute window at a few hundred refusals a second.
 REFUSALS_KEPT = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """What admission predicted for one request, seconds from its arrival."""
-
-    estimate: float  # the rates' point estimate
-    predicted: float  # calibrated: the estimate times the correction
-    queued: bool  # a queue in front of it: the only place a prediction may refuse
-    refuse: bool  # the prediction says refuse (``shadow`` admits it anyway)
-    # The engine's reading speed was measured: an estimate without it is no prediction,
-    # and its outcome would teach the correction a ratio of thousands.
-    measured: bool = True
-
-
-@dataclass(eq=False)  # by identity: the running ones are kept in a set
-class Hold:
-    """One request's slot: when it came (its TTFT runs from then) and was granted, and
-    (``Admission.first_token``) when its first token came, on the admission's clock."""
-
-    received: float
-    granted: float
-    tokens: int | None = None  # of its prompt, left to read; None where not counted
-    judgement: Judgement | None = None
-    first_token: float | None = None
-    emitted: int = 0  # tokens sent so far (``Admission.token``)
-    last_token: float | None = None
-    limit: int | None = None  # the most tokens its reply may send, where known
-    reading: float = 0.0  # seconds the reading line gave its prompt when it was granted
-
-
-@dataclass(eq=False)
-class Ticket:
-    """A request let through the door (``Admission.check``) that has not taken its slot
-    yet: it builds its prompt meanwhile, and the requests after it count that prompt as
-    ahead of theirs (else a cold start's whole burst passes the door at once)."""
-
-    judgement: Judgement | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    at: float  # wall clock, for /stats windows
-    code: str
-    slot_free: bool  # the engine had room: a free slot when it refused
 
 
 class Admission:
@@ -214,18 +165,22 @@ class Admission:
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
         measured = reading.samples > 0
-        # Past the SLO, a refusal needs the outcomes to say that requests estimated alike
-        # mostly missed it, or a prediction far past it (before outcomes have calibrated
-        # anything, the estimate far past it alone).
-        far = predicted > FAR_MARGIN * self.ttft_slo
-        likely = self.outcomes.ready and self.outcomes.miss_share(estimate) >= MISS_CONFIDENCE
-        refuse = measured and queued and predicted > self.ttft_slo and (far or likely)
+        refuse = (
+            measured and queued and self.outcomes.says_refuse(estimate, predicted, self.ttft_slo)
+        )
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
                 "%.3f s own, x%.2f slower: %.3f s estimated, %.3f s predicted%s",
-                *("typical" if tokens is None else tokens, spent, slot_wait, ahead, own),
-                *(slowdown, estimate, predicted, " (refuse)" if refuse else ""),
+                "typical" if tokens is None else tokens,
+                spent,
+                slot_wait,
+                ahead,
+                own,
+                slowdown,
+                estimate,
+                predicted,
+                " (refuse)" if refuse else "",
             )
         return Judgement(estimate, predicted, queued, refuse, measured)
 
@@ -258,9 +213,10 @@ class Admission:
         if hold.first_token is not None:
             return
         hold.first_token = now = self.clock()
+        read_in = now - self._reading_since(hold.granted)
         if hold.tokens is not None:
-            self.rate.reading.add(hold.tokens, now - self._reading_since(hold.granted))
-        self.rate.lateness.add(now - hold.granted - hold.reading)
+            self.rate.reading.add(hold.tokens, read_in)
+        self.rate.lateness.add(read_in - hold.reading)
         self._last_first_token = now
         self._record(hold.judgement, now - hold.received)
 
@@ -458,7 +414,7 @@ class Admission:
         if not self.refuses_on_prediction:
             return limit
         own = self._own_reading(tokens)
-        own += self.rate.lateness.margin(LATENESS_QUANTILE, at_least=MIN_OUTCOMES)
+        own += self.rate.lateness.margin(LATENESS_QUANTILE)
         return max(0.0, min(limit, received + self.ttft_slo - own - self.clock()))
 
     def _own_reading(self, tokens: int | None) -> float:
@@ -491,7 +447,7 @@ class Admission:
             "ttft_slo_s": self.ttft_slo,
             "predictions": self.outcomes.report(),
             # How much later than the reading line said first tokens came after their slots.
-            "first_token_late_p95_s": round(self.rate.lateness.margin(LATENESS_QUANTILE, 1), 3),
+            "first_token_late_p95_s": round(self.rate.lateness.margin(LATENESS_QUANTILE), 3),
             "refusals": {
                 "total": len(refusals),
                 "by_code": by_code,

@@ -18,7 +18,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-# The share of requests estimated alike that missed, from which a request is refused.
+# The share of requests estimated alike that missed, from which a request is refused:
+# eight misses in a row with nothing made among them reach it (9 / 10), a handful do not.
 MISS_CONFIDENCE = 0.9
 
 
@@ -26,15 +27,19 @@ class MissCurve:
     """P(miss | estimate) over ``(estimate, missed)`` outcomes; 0.5 with none."""
 
     def __init__(self, outcomes: Iterable[tuple[float, bool]]) -> None:
-        blocks: list[list[float]] = []  # [misses, count, largest estimate]
-        for estimate, missed in sorted(outcomes):
-            blocks.append([float(missed), 1.0, estimate])
+        alike: dict[float, list[float]] = {}  # outcomes of one estimate are one point
+        for estimate, missed in outcomes:
+            point = alike.setdefault(estimate, [0.0, 0.0])
+            point[0] += missed
+            point[1] += 1
+        blocks: list[list[float]] = []  # [misses, count, smallest estimate]
+        for estimate, (misses, count) in sorted(alike.items()):
+            blocks.append([misses, count, estimate])
             while len(blocks) > 1 and _share(blocks[-2]) >= _share(blocks[-1]):
-                misses, count, largest = blocks.pop()
+                misses, count, _ = blocks.pop()
                 blocks[-1][0] += misses
                 blocks[-1][1] += count
-                blocks[-1][2] = largest
-        self._uppers = [block[2] for block in blocks]
+        self._lowers = [block[2] for block in blocks]
         self._shares: list[float] = []
         for misses, count, _ in blocks:
             shrunk = (misses + 1) / (count + 2)
@@ -43,11 +48,12 @@ class MissCurve:
 
     def __call__(self, estimate: float) -> float:
         """The share of requests estimated at ``estimate`` that miss: the block it falls in,
-        the next block up where it falls between two, the last past them all."""
+        the lower one where it falls between two (a refusal needs outcomes that reach it),
+        the first below them all, the last past them all."""
         if not self._shares:
             return 0.5
-        index = bisect.bisect_left(self._uppers, estimate)
-        return self._shares[min(index, len(self._shares) - 1)]
+        index = bisect.bisect_right(self._lowers, estimate) - 1
+        return self._shares[max(index, 0)]
 
 
 def _share(block: list[float]) -> float:

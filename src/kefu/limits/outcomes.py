@@ -1,7 +1,7 @@
 """Admission's predictions beside what then happened, and the correction they give.
 
-Every admitted request's predicted first-token time is kept beside its realized one. Two
-uses:
+Every admitted request's predicted first-token time is kept beside its realized one.
+Three uses:
 
 - **Correction.** The rates' model (``rates.py``) gives a point estimate from assumptions
   (prompts read one after another, a slot freeing every service/slots seconds). What the
@@ -13,7 +13,10 @@ uses:
   estimate is mostly an engine step's floor, and its ratio says little of a long wait's:
   on a fake engine with 50 ms tokens, lone requests came at 4x their estimates, and that
   factor applied to 1.3 s slot waits refused 16 requests that all made the SLO. Until
-  ``MIN_OUTCOMES`` such outcomes exist the estimate stands as it is and refuses nothing.
+  ``MIN_OUTCOMES`` such outcomes exist the estimate stands as it is.
+- **The refusal rule** (``says_refuse``). Past the SLO, a request is refused where the
+  prediction lies past twice the SLO (before ``MIN_OUTCOMES`` near it, the only rule), or
+  where the recent requests estimated alike mostly missed (``miss_curve.py``).
 - **The promise checked.** ``report`` gives the recent median and p90 of realized ÷
   predicted (the calibrated prediction: the promise), how often the outcome came within
   the prediction, the refusals, and the confusion of would-refuse against missed-the-SLO
@@ -32,7 +35,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from kefu.limits.miss_curve import MissCurve
+from kefu.limits.miss_curve import MISS_CONFIDENCE, MissCurve
 
 # Recent outcomes kept: enough for a p90 to move by a sample or two, few enough to follow
 # an engine whose speed changes (another tenant on the box, a longer mix of prompts).
@@ -42,6 +45,10 @@ WINDOW = 256
 MIN_OUTCOMES = 8
 # The share of the SLO from which an estimate is near it: its outcome calibrates.
 NEAR_SHARE = 0.25
+# How far past the SLO a prediction must lie to refuse on itself alone, the only rule
+# before outcomes calibrate anything (the prediction is then the estimate, a fair guess
+# from the warm reading sample, but the model's word, not the engine's).
+FAR_MARGIN = 2.0
 # /metrics buckets of realized ÷ predicted.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 
@@ -151,26 +158,39 @@ class Outcomes:
         self.confusion = Confusion()
         self.ratios = Histogram()
         self.recorded = 0
-        # Until the next outcome (every request is judged, some twice): the correction,
-        # whether enough outcomes near the SLO stand behind it, and the miss curve.
-        self._calibration: tuple[float, bool, MissCurve] | None = None
+        # Until the next outcome (every request is judged, some twice): the correction and
+        # whether enough outcomes near the SLO stand behind it; the miss curve.
+        self._calibration: tuple[float, bool] | None = None
+        self._curve: MissCurve | None = None
 
     def near_slo(self) -> list[Outcome]:
         """The recent outcomes whose estimate was near the SLO: they calibrate."""
         return [o for o in self.recent if o.estimate >= self.near]
 
-    def _calibrated(self) -> tuple[float, bool, MissCurve]:
+    def _calibrated(self) -> tuple[float, bool]:
         if self._calibration is None:
             ratios = [(o.realized / o.estimate, o.censored) for o in self.near_slo()]
             enough = len(ratios) >= MIN_OUTCOMES
             correction = censored_quantile(ratios, self.quantile) if enough else 1.0
-            curve = MissCurve((o.estimate, o.missed) for o in self.recent)
-            self._calibration = (correction, enough, curve)
+            self._calibration = (correction, enough)
         return self._calibration
 
     def miss_share(self, estimate: float) -> float:
         """How often recent requests estimated like this one missed the SLO (``MissCurve``)."""
-        return self._calibrated()[2](estimate)
+        if self._curve is None:
+            self._curve = MissCurve((o.estimate, o.missed) for o in self.recent)
+        return self._curve(estimate)
+
+    def says_refuse(self, estimate: float, predicted: float, slo: float) -> bool:
+        """Whether a request estimated at ``estimate`` (``predicted`` once corrected) is one
+        to refuse, queued as it is: past the SLO, far past it or where requests estimated
+        alike mostly missed. A p90 past the SLO claims only that a request might miss: on
+        that alone, at twice the engine's capacity, 70-92 % of would-be refusals missed."""
+        if predicted <= slo:
+            return False
+        if predicted > FAR_MARGIN * slo:
+            return True
+        return self.ready and self.miss_share(estimate) >= MISS_CONFIDENCE
 
     @property
     def ready(self) -> bool:
@@ -184,7 +204,7 @@ class Outcomes:
 
     def add(self, outcome: Outcome) -> None:
         self.recent.append(outcome)
-        self._calibration = None
+        self._calibration = self._curve = None
         self.recorded += 1
         self.confusion.add(outcome)
         if outcome.predicted > 0:

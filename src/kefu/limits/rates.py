@@ -1,15 +1,23 @@
 """What admission measures of the engine: how long a request holds its slot, how long
-the engine takes to read a prompt, and how that time grows with the prompt's length.
+the engine takes to read a prompt and how that time grows with the prompt's length, how
+long replies run and the gap between two of their tokens, and how much later than the
+reading says a first token comes after its slot.
 
-Each follows the engine within a few requests (the newest samples weigh most). They are
-means: how far the outcomes stray from what they predict is measured on the outcomes
-themselves (``outcomes.py``), not assumed here.
+Each follows the engine within a few requests (the newest samples weigh most). All but
+the lateness are means: how far the outcomes stray from what they predict is measured on
+the outcomes themselves (``outcomes.py``), not assumed here.
+
+A reply's length is counted in the engine's text deltas: one a token from the embedded
+engine, less where it holds back half a character or a possible stop string, a chunk
+from a remote one. Lengths and the gap between deltas are counted alike, so their product
+is a time either way; ``max_tokens`` caps a count of deltas loosely, never too tightly.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate
@@ -22,6 +30,11 @@ EWMA_WEIGHT = 0.2
 TOKEN_WEIGHT = 0.02
 # Completed replies' lengths kept for a running reply's tokens still to come.
 LENGTHS_KEPT = 256
+# Recent first tokens whose lateness is kept, and how many before a quantile of it is
+# used: with fewer than 20, a 95th percentile is the largest of them, and a cold start's
+# one slow burst would stand for every first token.
+LATENESS_KEPT = 256
+LATENESS_MIN = 20
 
 # How much less each older prompt weighs in the fit of reading time against length: the
 # weights sum to 1 / (1 - FORGET), about the last ten prompts, as in the averages.
@@ -136,7 +149,8 @@ class ReplyLengths:
         longer = bisect.bisect_right(lengths, emitted)
         count = len(lengths) - longer
         if count == 0:
-            return (limit - emitted) / 2 if limit is not None else max(1.0, emitted / 4)
+            # A closing delta can take a reply one past its limit: never below one more.
+            return max(1.0, (limit - emitted) / 2 if limit is not None else emitted / 4)
         capped = len(lengths) if limit is None else bisect.bisect_right(lengths, limit)
         capped = max(capped, longer)
         total = sums[capped] - sums[longer] + (len(lengths) - capped) * (limit or 0)
@@ -144,25 +158,32 @@ class ReplyLengths:
 
 
 class Lateness:
-    """How much longer than the reading line said a request took from its slot to its
-    first token, over the recent requests: the step it waited to join, the decodes read
-    beside its prompt. The line is fitted to prompts read one after another (a prompt read
-    in the same step as the one before it reads in no time), so it says how long a line of
-    prompts takes, not how long one granted now waits for its first token; a request let
-    wait until the line said it would just make the SLO then missed it."""
+    """How much longer than the reading line said a request took to its first token once
+    the engine began on its prompt (its slot, or the previous first token if later), over
+    the recent requests: the step it waited to join, the decodes read beside its prompt.
+    The line is fitted to prompts read one after another (a prompt read in the same step
+    as the one before it reads in no time), so it says how long a line of prompts takes,
+    not how long one granted now waits for its first token; a request let wait until the
+    line said it would just make the SLO then missed it."""
 
-    def __init__(self, kept: int = LENGTHS_KEPT) -> None:
+    def __init__(self, kept: int = LATENESS_KEPT) -> None:
         self._recent: deque[float] = deque(maxlen=kept)
+        self._margins: dict[float, float] = {}  # by quantile, until the next sample
 
     def add(self, seconds: float) -> None:
         self._recent.append(seconds)
+        self._margins.clear()
 
-    def margin(self, quantile: float, at_least: int) -> float:
-        """The ``quantile`` of the recent lateness, none below 0; 0 before ``at_least``."""
+    def margin(self, quantile: float, at_least: int = LATENESS_MIN) -> float:
+        """The ``quantile`` of the recent lateness (nearest rank), none below 0; 0 before
+        ``at_least`` samples."""
         if len(self._recent) < at_least:
             return 0.0
-        ordered = sorted(self._recent)
-        return max(0.0, ordered[min(len(ordered) - 1, int(quantile * len(ordered)))])
+        if quantile not in self._margins:
+            ordered = sorted(self._recent)
+            rank = max(0, math.ceil(quantile * len(ordered)) - 1)
+            self._margins[quantile] = max(0.0, ordered[rank])
+        return self._margins[quantile]
 
 
 class ServiceRate:
@@ -192,9 +213,8 @@ class ServiceRate:
         and ``emitted`` tokens into its reply (of at most ``limit``). Once it sends tokens,
         its tokens still to come at the recent gap between two: taken as ``service - age``
         alone, a reply 0.2 s from its end and one just begun were alike whenever their
-        ages were, and at twice the engine's capacity the would-be refusals missed the SLO
-        only 70-89 % of the time. Before: what is left of a mean hold; before any
-        completion, as long again as it has held."""
+        ages were. Before: what is left of a mean hold; before any completion, as long
+        again as it has held."""
         gap = self.token_gap.value
         if emitted and gap is not None and len(self.lengths):
             return self.lengths.left(emitted, limit) * gap

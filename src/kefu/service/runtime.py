@@ -16,7 +16,8 @@ from kefu.engine.base import Engine, Finished, GenerationEvent, GenerationReques
 from kefu.errors import EngineNotReady, EngineUnavailable, KefuError, NotFound, UpstreamError
 from kefu.fastpath.hours import ServiceHours
 from kefu.knowledge.embedder import Vectors
-from kefu.limits.admission import Admission, Hold, Ticket
+from kefu.limits.admission import Admission
+from kefu.limits.holds import Hold, Ticket
 from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import GroupLoad, LoadSnapshot
 from kefu.observe.observer import Observer

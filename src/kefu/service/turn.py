@@ -37,7 +37,7 @@ from kefu.errors import (
 from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
-from kefu.limits.admission import Ticket
+from kefu.limits.holds import Ticket
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.service.busy import TurnBusy, busy_answer

@@ -1,0 +1,52 @@
+"""What admission hands out and keeps: a request's judgement, its ticket through the door,
+its hold on a slot, and a refusal's record (``admission.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """What admission predicted for one request, seconds from its arrival."""
+
+    estimate: float  # the rates' point estimate
+    predicted: float  # calibrated: the estimate times the correction
+    queued: bool  # a queue in front of it: the only place a prediction may refuse
+    refuse: bool  # the prediction says refuse (``shadow`` admits it anyway)
+    # The engine's reading speed was measured: an estimate without it is no prediction,
+    # and its outcome would teach the correction a ratio of thousands.
+    measured: bool = True
+
+
+@dataclass(eq=False)  # by identity: the running ones are kept in a set
+class Hold:
+    """One request's slot: when it came (its TTFT runs from then) and was granted, and
+    (``Admission.first_token``) when its first token came, on the admission's clock."""
+
+    received: float
+    granted: float
+    tokens: int | None = None  # of its prompt, left to read; None where not counted
+    judgement: Judgement | None = None
+    first_token: float | None = None
+    emitted: int = 0  # tokens sent so far (``Admission.token``)
+    last_token: float | None = None
+    limit: int | None = None  # the most tokens its reply may send, where known
+    reading: float = 0.0  # seconds the reading line gave its prompt when it was granted
+
+
+@dataclass(eq=False)
+class Ticket:
+    """A request let through the door (``Admission.check``) that has not taken its slot
+    yet: it builds its prompt meanwhile, and the requests after it count that prompt as
+    ahead of theirs. A cold start's burst all passed the door before the first took its
+    slot, built 61 prompts on the 2-core box, and was refused at the slots ~80 ms later."""
+
+    judgement: Judgement | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    at: float  # wall clock, for /stats windows
+    code: str
+    slot_free: bool  # the engine had room: a free slot when it refused
