@@ -213,10 +213,9 @@ class Admission:
         if hold.first_token is not None:
             return
         hold.first_token = now = self.clock()
-        read_in = now - self._reading_since(hold.granted)
         if hold.tokens is not None:
-            self.rate.reading.add(hold.tokens, read_in)
-        self.rate.lateness.add(read_in - hold.reading)
+            self.rate.reading.add(hold.tokens, now - self._reading_since(hold.granted))
+        self.rate.lateness.add(now - hold.granted - hold.reading)
         self._last_first_token = now
         self._record(hold.judgement, now - hold.received)
 

@@ -30,11 +30,10 @@ EWMA_WEIGHT = 0.2
 TOKEN_WEIGHT = 0.02
 # Completed replies' lengths kept for a running reply's tokens still to come.
 LENGTHS_KEPT = 256
-# Recent first tokens whose lateness is kept, and how many before a quantile of it is
-# used: with fewer than 20, a 95th percentile is the largest of them, and a cold start's
-# one slow burst would stand for every first token.
+# Recent first tokens whose lateness is kept, and how many before a quantile of it is used
+# (as many as outcomes before a prediction calibrates: one full set of default slots).
 LATENESS_KEPT = 256
-LATENESS_MIN = 20
+LATENESS_MIN = 8
 
 # How much less each older prompt weighs in the fit of reading time against length: the
 # weights sum to 1 / (1 - FORGET), about the last ten prompts, as in the averages.
@@ -158,13 +157,16 @@ class ReplyLengths:
 
 
 class Lateness:
-    """How much longer than the reading line said a request took to its first token once
-    the engine began on its prompt (its slot, or the previous first token if later), over
-    the recent requests: the step it waited to join, the decodes read beside its prompt.
-    The line is fitted to prompts read one after another (a prompt read in the same step
-    as the one before it reads in no time), so it says how long a line of prompts takes,
-    not how long one granted now waits for its first token; a request let wait until the
-    line said it would just make the SLO then missed it."""
+    """How much longer than the reading line said a request took from its slot to its
+    first token, over the recent requests: the prompts granted just before it, the step
+    it waited to join, the decodes read beside its prompt. The line is fitted to prompts
+    read one after another (a prompt read in the same step as the one before it reads in
+    no time), so it says how long a line of prompts takes, not how long one granted now
+    waits for its first token; a request let wait until the line said it would just make
+    the SLO then missed it. Measured from the slot on every request: from when the
+    engine began on the prompt (the waits behind prompts granted together uncounted), 1
+    of 42 accepted missed at twice the capacity, and counted only on requests that had
+    waited in line (too few in a 30 s run), 8 of 59; from the slot, 0 in five runs."""
 
     def __init__(self, kept: int = LATENESS_KEPT) -> None:
         self._recent: deque[float] = deque(maxlen=kept)
