@@ -40,8 +40,9 @@ class LimitSettings(SettingsGroup):
         gt=0,
         lt=1,
         description="The quantile of the first-token time that admission's prediction "
-        "stands for, calibrated on recent outcomes: a request is refused when this "
-        "quantile of its predicted wait lies past --ttft-slo.",
+        "stands for, calibrated on recent outcomes: a request is refused only when this "
+        "quantile of its predicted wait lies past --ttft-slo (and past twice it, or "
+        "recent requests estimated alike mostly missed it).",
     )
     ttft_slo: float = Field(
         DEFAULT_TTFT_SLO,
