@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate
+
+from kefu.limits.outcomes import MIN_OUTCOMES
+from kefu.limits.outcomes import quantile as nearest_rank
 
 # Weight of the newest completion in the averages: about the last ten count.
 EWMA_WEIGHT = 0.2
@@ -30,10 +32,10 @@ EWMA_WEIGHT = 0.2
 TOKEN_WEIGHT = 0.02
 # Completed replies' lengths kept for a running reply's tokens still to come.
 LENGTHS_KEPT = 256
-# Recent first tokens whose lateness is kept, and how many before a quantile of it is used
-# (as many as outcomes before a prediction calibrates: one full set of default slots).
+# Recent first tokens whose lateness is kept; a quantile of it is used from as many as
+# outcomes calibrate a prediction (MIN_OUTCOMES: one full set of default slots).
 LATENESS_KEPT = 256
-LATENESS_MIN = 8
+LATENESS_MIN = MIN_OUTCOMES
 
 # How much less each older prompt weighs in the fit of reading time against length: the
 # weights sum to 1 / (1 - FORGET), about the last ten prompts, as in the averages.
@@ -182,9 +184,7 @@ class Lateness:
         if len(self._recent) < at_least:
             return 0.0
         if quantile not in self._margins:
-            ordered = sorted(self._recent)
-            rank = max(0, math.ceil(quantile * len(ordered)) - 1)
-            self._margins[quantile] = max(0.0, ordered[rank])
+            self._margins[quantile] = max(0.0, nearest_rank(list(self._recent), quantile))
         return self._margins[quantile]
 
 
