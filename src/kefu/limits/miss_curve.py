@@ -28,7 +28,9 @@ class MissCurve:
 
     def __init__(self, outcomes: Iterable[tuple[float, bool]]) -> None:
         alike: dict[float, list[float]] = {}  # outcomes of one estimate are one point
+        self._estimates: list[float] = []
         for estimate, missed in outcomes:
+            self._estimates.append(estimate)
             point = alike.setdefault(estimate, [0.0, 0.0])
             point[0] += missed
             point[1] += 1
@@ -39,6 +41,7 @@ class MissCurve:
                 misses, count, _ = blocks.pop()
                 blocks[-1][0] += misses
                 blocks[-1][1] += count
+        self._estimates.sort()
         self._lowers = [block[2] for block in blocks]
         self._shares: list[float] = []
         for misses, count, _ in blocks:
@@ -54,6 +57,11 @@ class MissCurve:
             return 0.5
         index = bisect.bisect_right(self._lowers, estimate) - 1
         return self._shares[max(index, 0)]
+
+    def reaching(self, estimate: float) -> int:
+        """How many outcomes were estimated at ``estimate`` or longer: the evidence the
+        curve has there."""
+        return len(self._estimates) - bisect.bisect_left(self._estimates, estimate)
 
 
 def _share(block: list[float]) -> float:
