@@ -58,3 +58,9 @@ async def test_past_the_slo_a_refusal_needs_the_outcomes_to_say_such_requests_mi
         assert admission.judge(tokens=10).refuse  # now they mostly missed
         with pytest.raises(Overloaded):
             admission.check()
+
+
+def test_reaching_counts_the_outcomes_estimated_at_least_that_long() -> None:
+    curve = MissCurve([(1.0, False), (2.0, True), (2.0, False), (3.0, True)])
+    assert [curve.reaching(e) for e in (0.5, 1.0, 1.5, 2.0, 3.0, 3.5)] == [4, 4, 3, 3, 1, 0]
+    assert MissCurve([]).reaching(1.0) == 0

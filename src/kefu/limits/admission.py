@@ -22,12 +22,11 @@ correction), so it is a calibrated quantile of the first-token time, and the out
 it honest: an engine that reads several prompts in one step shows as ratios under 1.
 
 A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only on
-evidence: a queue in front of it (no free slot, or prompts ahead still to read),
-``outcomes.MIN_OUTCOMES`` outcomes near the SLO that calibrate (a fresh server admits and
-measures), a prediction over the SLO, and either the recent outcomes of requests estimated
-alike mostly missed it (``miss_curve.py``) or, beyond what they reach, the prediction lies
-past twice the SLO (``Outcomes.says_refuse``). An engine with a free slot and nothing to
-read takes any request.
+evidence: a queue in front of it (no free slot, or prompts ahead still to read), a
+prediction over the SLO, and either the recent outcomes of requests estimated alike mostly
+missed it (``miss_curve.py``) or, beyond what they reach (on a fresh server, everywhere),
+the prediction lies past twice the SLO (``Outcomes.says_refuse``). An engine with a free
+slot and nothing to read takes any request.
 ``shadow`` records what would have been refused and refuses nothing on prediction. The
 bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
 

@@ -14,10 +14,10 @@ Three uses:
   on a fake engine with 50 ms tokens, lone requests came at 4x their estimates, and that
   factor applied to 1.3 s slot waits refused 16 requests that all made the SLO. Until
   ``MIN_OUTCOMES`` such outcomes exist the estimate stands as it is.
-- **The refusal rule** (``says_refuse``). Once ``MIN_OUTCOMES`` near the SLO calibrate,
-  a request predicted past the SLO is refused where the recent requests estimated alike
-  mostly missed (``miss_curve.py``), or, beyond what the outcomes reach, where the
-  prediction lies past twice the SLO. Before that, nothing is refused on a prediction.
+- **The refusal rule** (``says_refuse``). Past the SLO, a request is refused where the
+  recent requests estimated alike mostly missed (``miss_curve.py``), or, beyond what the
+  outcomes reach (before ``MIN_OUTCOMES`` near the SLO, everywhere), where the prediction
+  lies past twice the SLO.
 - **The promise checked.** ``report`` gives the recent median and p90 of realized ÷
   predicted (the calibrated prediction: the promise), how often the outcome came within
   the prediction, the refusals, and the confusion of would-refuse against missed-the-SLO
@@ -48,7 +48,9 @@ MIN_OUTCOMES = 8
 NEAR_SHARE = 0.25
 # How far past the SLO a prediction must lie to refuse on itself alone, where too few
 # outcomes were estimated that long for the miss curve to say anything (under overload the
-# requests estimated longest are refused, so their outcomes never come).
+# requests estimated longest are refused, so their outcomes never come; on a fresh server
+# there are none: admitting everything there, a fresh 60-user /chat burst read 8 long
+# first turns at once and every one of them missed).
 FAR_MARGIN = 2.0
 # /metrics buckets of realized ÷ predicted.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
@@ -187,15 +189,16 @@ class Outcomes:
 
     def says_refuse(self, estimate: float, predicted: float, slo: float) -> bool:
         """Whether a request estimated at ``estimate`` (``predicted`` once corrected) is one
-        to refuse, queued as it is: once outcomes near the SLO calibrate, past the SLO where
-        requests estimated alike mostly missed, or, where fewer than ``MIN_OUTCOMES`` were
-        estimated this long, past twice the SLO. A p90 past the SLO claims only that a
-        request might miss: on that alone, at twice the engine's capacity, 70-92 % of
-        would-be refusals missed; and twice the SLO on a q90 correction refused requests
-        the curve had seen make it. Before calibration nothing is refused on a prediction:
-        a fresh server admits and measures, and the line's deadline bounds the wait."""
-        if predicted <= slo or not self.ready:
+        to refuse, queued as it is: past the SLO, where requests estimated alike mostly
+        missed, or past twice the SLO where fewer than ``MIN_OUTCOMES`` were estimated this
+        long (before ``MIN_OUTCOMES`` near the SLO, the only rule). A p90 past the SLO claims
+        only that a request might miss: on that alone, at twice the engine's capacity,
+        70-92 % of would-be refusals missed; and twice the SLO on a q90 correction refused
+        requests the curve had seen make it (70 % precision)."""
+        if predicted <= slo:
             return False
+        if not self.ready:
+            return predicted > FAR_MARGIN * slo
         curve = self._miss_curve()
         if curve(estimate) >= MISS_CONFIDENCE:
             return True

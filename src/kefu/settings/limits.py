@@ -42,8 +42,8 @@ class LimitSettings(SettingsGroup):
         description="The quantile of the first-token time that admission's prediction "
         "stands for, calibrated on recent outcomes: a request is refused only when this "
         "quantile of its predicted wait lies past --ttft-slo and recent requests estimated "
-        "alike mostly missed it (or, beyond what they reach, it lies past twice the SLO); a "
-        "fresh server refuses nothing on it until its outcomes calibrate.",
+        "alike mostly missed it, or, beyond what they reach (on a fresh server, everywhere), it "
+        "lies past twice the SLO.",
     )
     ttft_slo: float = Field(
         DEFAULT_TTFT_SLO,

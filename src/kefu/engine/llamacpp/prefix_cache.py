@@ -1,12 +1,17 @@
-"""Which KV prefixes the engine keeps after their sequence ended, and which one a prompt reuses.
+"""Which KV a new sequence starts from: each slot's KV stream keeps what its last sequence
+left, and host memory keeps copies of finished prefixes.
 
-With llama.cpp's unified KV cache, giving a new sequence the first ``n`` cells of
-a kept one (``llama_memory_seq_cp``) shares the cells: no copy, no recompute. So
-a finished reply's KV stays behind as an entry; the next prompt that starts the
-same way (the persona every request shares, or the same conversation's next
-turn) prefills only what is new. Entries are evicted least-recently-used when
-sequence ids or KV cells run short. Pure bookkeeping: the scheduler does the
-llama.cpp calls.
+Every slot has a KV stream of its own (llama.cpp's non-unified cache): a decode attends
+only over its own stream's cells. In one unified pool every sequence's attention spanned
+every used cell, masked or not, kept prefixes included (16k kept tokens slowed decoding by
+60 %; 8 streams ran at 0.87-0.94x llama-server's tokens/s). A stream keeps its last
+sequence's KV when that sequence ends, and the next prompt that starts the same way (the
+same conversation's next turn, the persona every request shares) is given that stream and
+prefills only what is new. A copy of each finished prefix goes to host memory
+(``llama_state_seq_get_data``), so a conversation whose stream went to another customer
+meanwhile restores its KV into a free stream: a copy, not a recompute. Copies are evicted
+least-recently-used past ``capacity`` entries or ``token_budget`` tokens. Pure
+bookkeeping: the scheduler does the llama.cpp calls.
 """
 
 from __future__ import annotations
@@ -16,17 +21,28 @@ from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
-class CachedPrefix:
-    seq_id: int
+class SavedPrefix:
     tokens: tuple[int, ...]
+    state: bytes  # llama.cpp's serialized KV of ``tokens``
     last_used: int
     pinned: bool = False
+
+
+@dataclass(slots=True)
+class Start:
+    """Where a new sequence starts: its stream, the prompt tokens whose KV it will hold
+    (kept there, or restored from ``restore`` first), and that copy if one is needed."""
+
+    stream: int
+    reuse: int
+    restore: SavedPrefix | None = None
 
 
 @dataclass(slots=True)
 class PrefixStats:
     lookups: int = 0
     hits: int = 0
+    restores: int = 0  # hits served from a host copy
     prompt_tokens: int = 0
     reused_tokens: int = 0
     evictions: int = 0
@@ -49,14 +65,21 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 
 @dataclass
 class PrefixCache:
-    capacity: int
-    # Kept cells cost every decode: attention spans all used KV cells, masked or not
-    # (measured: 16k cached tokens slowed decoding by 60 %). So the cache has a token budget.
-    token_budget: int = 1 << 62
-    min_reuse: int = 8  # shorter matches are not worth a lookup's bookkeeping
-    entries: dict[int, CachedPrefix] = field(default_factory=dict)
+    streams: int
+    capacity: int  # host copies kept; 0 keeps none (each stream still keeps its own)
+    token_budget: int = 1 << 62  # tokens over all host copies
+    min_reuse: int = 8  # shorter matches are not worth a restore or the bookkeeping
+    held: list[tuple[int, ...]] = field(init=False)  # per stream: the tokens its KV holds
+    busy: list[bool] = field(init=False)
+    saved: dict[tuple[int, ...], SavedPrefix] = field(default_factory=dict)
     stats: PrefixStats = field(default_factory=PrefixStats)
+    _used: list[int] = field(init=False)  # per stream: when it last started a sequence
     _clock: int = 0
+
+    def __post_init__(self) -> None:
+        self.held = [() for _ in range(self.streams)]
+        self.busy = [False] * self.streams
+        self._used = [0] * self.streams
 
     def _tick(self) -> int:
         self._clock += 1
@@ -64,63 +87,95 @@ class PrefixCache:
 
     @property
     def cached_tokens(self) -> int:
-        return sum(len(e.tokens) for e in self.entries.values())
+        return sum(len(tokens) for tokens in self.saved)
 
-    def match(self, prompt: tuple[int, ...]) -> tuple[CachedPrefix | None, int]:
-        """The entry sharing the longest prefix with ``prompt``, leaving >= 1 token to prefill."""
-        best: CachedPrefix | None = None
-        best_len = 0
-        for entry in self.entries.values():
-            length = common_prefix_len(entry.tokens, prompt)
-            if length > best_len:
-                best, best_len = entry, length
-        best_len = min(best_len, len(prompt) - 1)
+    @property
+    def free_streams(self) -> int:
+        return self.busy.count(False)
+
+    def start(self, prompt: tuple[int, ...]) -> Start:
+        """A free stream for ``prompt``: the one whose kept KV shares the longest prefix with
+        it (the least recently used of equals), or, where a host copy shares a longer one,
+        the least recently used stream with that copy restored. Leaves >= 1 token to
+        prefill. Raises LookupError when every stream is busy."""
+        free = [s for s in range(self.streams) if not self.busy[s]]
+        if not free:
+            raise LookupError("every KV stream is busy")
+        limit = len(prompt) - 1
+        kept = {s: min(common_prefix_len(self.held[s], prompt), limit) for s in free}
+        stream = max(free, key=lambda s: (kept[s], -self._used[s]))
+        reuse = kept[stream] if kept[stream] >= self.min_reuse else 0
+        copy, copied = self._best_saved(prompt, limit)
+        restore = None
+        if copy is not None and copied > reuse:
+            stream = min(free, key=lambda s: self._used[s])
+            restore, reuse = copy, copied
+            copy.last_used = self._tick()
+            self.stats.restores += 1
+        self.busy[stream] = True
+        self._used[stream] = self._tick()
+        self.held[stream] = prompt[:reuse]
         self.stats.lookups += 1
         self.stats.prompt_tokens += len(prompt)
-        if best is None or best_len < self.min_reuse:
+        if reuse:
+            self.stats.hits += 1
+            self.stats.reused_tokens += reuse
+        return Start(stream, reuse, restore)
+
+    def _best_saved(self, prompt: tuple[int, ...], limit: int) -> tuple[SavedPrefix | None, int]:
+        best, best_len = None, 0
+        for entry in self.saved.values():
+            length = min(common_prefix_len(entry.tokens, prompt), limit)
+            if length > best_len:
+                best, best_len = entry, length
+        if best_len < self.min_reuse:
             return None, 0
-        best.last_used = self._tick()
-        self.stats.hits += 1
-        self.stats.reused_tokens += best_len
         return best, best_len
 
     def reusable(self, prompt: tuple[int, ...]) -> int:
-        """How many of ``prompt``'s tokens ``match`` would reuse now; counts nothing and
-        touches no entry. Safe from another thread: it reads a copy of the entries."""
+        """How many of ``prompt``'s tokens it could start from now, kept in a stream or in
+        host memory; counts nothing and touches nothing. Safe from another thread: it reads
+        copies."""
+        held = [tokens for s, tokens in enumerate(list(self.held)) if not self.busy[s]]
         best = max(
-            (common_prefix_len(e.tokens, prompt) for e in list(self.entries.values())), default=0
+            (common_prefix_len(t, prompt) for t in [*held, *list(self.saved)]),
+            default=0,
         )
         best = min(best, len(prompt) - 1)
         return best if best >= self.min_reuse else 0
 
-    def add(self, seq_id: int, tokens: tuple[int, ...], *, pinned: bool = False) -> list[int]:
-        """Keep ``seq_id``'s KV; returns the sequence ids evicted to make room (to free)."""
-        # An entry the new one extends adds nothing (a conversation's previous turn).
-        evicted = [
-            e.seq_id
-            for e in self.entries.values()
-            if not e.pinned and common_prefix_len(e.tokens, tokens) == len(e.tokens)
-        ]
-        for covered in evicted:
-            del self.entries[covered]
+    def end(self, stream: int, tokens: tuple[int, ...]) -> None:
+        """The stream's sequence ended, leaving the KV of ``tokens`` (none: cleared)."""
+        self.busy[stream] = False
+        self.held[stream] = tokens
+
+    def worth_saving(self, tokens: tuple[int, ...], *, pinned: bool = False) -> bool:
+        """Whether a host copy of ``tokens`` would keep anything no copy already holds."""
+        if self.capacity == 0 or len(tokens) < self.min_reuse:
+            return False
         if len(tokens) > self.token_budget and not pinned:
-            return [*evicted, seq_id]
-        while len(self.entries) >= self.capacity or (
+            return False
+        return not any(common_prefix_len(t, tokens) == len(tokens) for t in self.saved)
+
+    def save(self, tokens: tuple[int, ...], state: bytes, *, pinned: bool = False) -> None:
+        """Keep a host copy of ``tokens``' KV; a copy it extends goes (a conversation's
+        previous turn), then the least recently used until it fits."""
+        for covered in [t for t, e in self.saved.items() if not e.pinned]:
+            if common_prefix_len(covered, tokens) == len(covered):
+                del self.saved[covered]
+        while len(self.saved) >= self.capacity or (
             self.cached_tokens + len(tokens) > self.token_budget
         ):
-            victim = self.evict()
-            if victim is None:
-                return [*evicted, seq_id]  # everything is pinned: keep nothing new
-            evicted.append(victim)
-        self.entries[seq_id] = CachedPrefix(seq_id, tokens, self._tick(), pinned)
-        return evicted
+            if not self.evict():
+                return  # everything is pinned: keep nothing new
+        self.saved[tokens] = SavedPrefix(tokens, state, self._tick(), pinned)
 
-    def evict(self) -> int | None:
-        """Drop the least recently used unpinned entry; returns its seq id, None if none."""
-        candidates = [e for e in self.entries.values() if not e.pinned]
+    def evict(self) -> bool:
+        """Drop the least recently used unpinned host copy; False if there is none."""
+        candidates = [e for e in self.saved.values() if not e.pinned]
         if not candidates:
-            return None
+            return False
         victim = min(candidates, key=lambda e: e.last_used)
-        del self.entries[victim.seq_id]
+        del self.saved[victim.tokens]
         self.stats.evictions += 1
-        return victim.seq_id
+        return True

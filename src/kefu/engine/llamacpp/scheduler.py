@@ -3,15 +3,17 @@
 Every step decodes one token for each running sequence plus a slice of prompt
 for sequences being prefilled, within ``step_tokens`` (chunked prefill: a long
 prompt never stalls everyone else's decoding for long). New sequences join at
-the next step; finished or cancelled ones leave at once. A finished sequence's
-KV stays behind in the prefix cache, so the next prompt that starts the same
-way prefills only what is new. ``llama_decode`` releases the GIL, so the event
-loop serves sockets meanwhile.
+the next step; finished or cancelled ones leave at once. Each slot has a KV
+stream of its own; a finished sequence's KV stays behind in it (and a copy in
+host memory), so the next prompt that starts the same way prefills only what is
+new (``prefix_cache.py``). ``llama_decode`` releases the GIL, so the event loop
+serves sockets meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import threading
 import time
@@ -30,7 +32,6 @@ from kefu.threads import lower_priority
 log = logging.getLogger("kefu.engine")
 
 DECODE_OK = 0
-DECODE_NO_KV_SLOT = 1  # llama.cpp found no free KV cells; nothing was changed
 # Prompt tokens all background sequences together prefill per step (steps with no
 # customer): a customer who arrives meanwhile waits for one such short step at most.
 BACKGROUND_SLICE = 32
@@ -52,16 +53,14 @@ class Scheduler:
         self.nice = nice
         self.slots = slots
         self.context_size = context_size
-        n_seq_ids = slots + cache_entries
         # llama.cpp asserts (aborting the process) when a batch is smaller than n_seq_max.
-        self.step_tokens = max(step_tokens, n_seq_ids)
+        self.step_tokens = max(step_tokens, slots)
         params = llama_cpp.llama_context_default_params()
-        # One unified KV pool: a sequence may use up to context_size cells, and a
-        # prefix shared between sequences (seq_cp) is stored once.
+        # A KV stream per slot, of context_size cells each: a decode attends over its own
+        # stream only, not over every sequence's cells and every kept prefix.
         params.n_ctx = slots * context_size
-        params.n_seq_max = n_seq_ids
-        params.kv_unified = True
-        # n_ubatch == n_batch: one decode is one ubatch, so a failed decode changed nothing.
+        params.n_seq_max = slots
+        params.kv_unified = False
         params.n_batch = self.step_tokens
         params.n_ubatch = self.step_tokens
         params.n_threads = threads
@@ -72,11 +71,10 @@ class Scheduler:
             raise ModelLoadError("llama.cpp could not create a context (out of memory?)")
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.batch = llama_cpp.llama_batch_init(self.step_tokens, 0, 1)
-        # Half the pool: every slot's conversation fits (8 conversations of ~700 tokens did
-        # not fit a quarter, and LRU then evicted each one just before its next turn), and
-        # attention over kept cells stays cheaper than prefilling them again.
-        self.cache = PrefixCache(capacity=cache_entries, token_budget=params.n_ctx // 2)
-        self._free_ids = list(range(n_seq_ids))
+        # Host copies of half the pool's tokens: every slot's conversation fits (8
+        # conversations of ~700 tokens did not fit a quarter, and LRU then evicted each one
+        # just before its next turn).
+        self.cache = PrefixCache(slots, cache_entries, token_budget=params.n_ctx // 2)
         self._pending: deque[Sequence] = deque()
         self._active: list[Sequence] = []
         self._in_batch: list[Sequence] = []  # sequences with tokens in the current batch
@@ -126,7 +124,7 @@ class Scheduler:
             slots=self.slots,
             kv_used_cells=sum(seq.n_past for seq in active),
             kv_total_cells=self.slots * self.context_size,
-            prefix_cache_entries=len(self.cache.entries),
+            prefix_cache_entries=len(self.cache.saved),
             prefix_cache_tokens=self.cache.cached_tokens,
             prefix_lookups=cache.lookups,
             prefix_hits=cache.hits,
@@ -193,17 +191,9 @@ class Scheduler:
             self._post(victim, EngineError("background work gave its slot to a customer"))
             self._release(victim, keep_kv=False)
 
-    def _take_seq_id(self) -> int:
-        if not self._free_ids:
-            victim = self.cache.evict()
-            if victim is None:  # cannot happen: ids = slots + cache capacity
-                raise EngineError("no free sequence id")
-            self._forget(victim)
-        return self._free_ids.pop()
-
-    def _forget(self, seq_id: int) -> None:
-        llama_cpp.llama_memory_seq_rm(self.memory, seq_id, -1, -1)
-        self._free_ids.append(seq_id)
+    def _clear(self, stream: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self.memory, stream, -1, -1)
+        self.cache.end(stream, ())
 
     def _admit_or_fail(self, seq: Sequence) -> None:
         try:
@@ -216,27 +206,42 @@ class Scheduler:
             if seq in self._active:
                 self._active.remove(seq)
             if seq.slot >= 0:
-                self._forget(seq.slot)
+                self._clear(seq.slot)
 
     def _admit(self, seq: Sequence) -> None:
-        seq.slot = self._take_seq_id()
-        entry, reuse = self.cache.match(seq.prompt)
-        if entry is not None:
-            llama_cpp.llama_memory_seq_cp(self.memory, entry.seq_id, seq.slot, 0, reuse)
-            seq.n_past = seq.reused = reuse
+        start = self.cache.start(seq.prompt)
+        seq.slot = start.stream
+        if start.restore is not None:
+            self._restore(start.stream, start.restore.state)
+        # What the stream holds past the shared prefix is another conversation's.
+        llama_cpp.llama_memory_seq_rm(self.memory, start.stream, start.reuse, -1)
+        seq.n_past = seq.reused = start.reuse
         seq.make_sampler()
         self._active.append(seq)
+
+    def _restore(self, stream: int, state: bytes) -> None:
+        llama_cpp.llama_memory_seq_rm(self.memory, stream, -1, -1)
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if llama_cpp.llama_state_seq_set_data(self.ctx, buffer, len(state), stream) == 0:
+            raise EngineError("could not restore a kept prefix into its KV stream")
+
+    def _save(self, stream: int) -> bytes:
+        size = llama_cpp.llama_state_seq_get_size(self.ctx, stream)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(self.ctx, buffer, size, stream)
+        return bytes(buffer)[:written]
 
     def _release(self, seq: Sequence, *, keep_kv: bool) -> None:
         seq.done = True
         seq.free_sampler()
         self._active.remove(seq)
         if not keep_kv or seq.n_past == 0:
-            self._forget(seq.slot)
+            self._clear(seq.slot)
             return
         kept = tuple(seq.tokens[: seq.n_past])
-        for seq_id in self.cache.add(seq.slot, kept, pinned=seq.pin_prefix):
-            self._forget(seq_id)
+        self.cache.end(seq.slot, kept)
+        if self.cache.worth_saving(kept, pinned=seq.pin_prefix):
+            self.cache.save(kept, self._save(seq.slot), pinned=seq.pin_prefix)
 
     def _step(self) -> None:
         for seq in [s for s in self._active if s.cancelled]:
@@ -245,9 +250,6 @@ class Scheduler:
         if self.batch.n_tokens == 0:
             return  # a step may hold only a prompt slice, with no logits: it still decodes
         status = llama_cpp.llama_decode(self.ctx, self.batch)
-        while status == DECODE_NO_KV_SLOT and (victim := self.cache.evict()) is not None:
-            self._forget(victim)  # cached prefixes give way to running sequences
-            status = llama_cpp.llama_decode(self.ctx, self.batch)
         if status != DECODE_OK:
             self._fail_batch(status)
             return
@@ -260,14 +262,14 @@ class Scheduler:
                 self._release(seq, keep_kv=False)
 
     def _fill_batch(self) -> list[tuple[Sequence, int]]:
-        """Decoding sequences first (one token each), then prompt slices within the budget.
+        """Decoding sequences first (one token each), then prompt slices within the budget,
+        first come first served; written to the batch in stream order.
 
         Returns the sequences that get logits this step, with their batch index.
         ``n_past`` advances here, so a failed decode fails every sequence in the batch.
         """
         self.batch.n_tokens = 0
         self._in_batch = []
-        outputs: list[tuple[Sequence, int]] = []
         budget = self.step_tokens
         # Background sequences pause (keeping their KV) while any customer is in the
         # engine or waiting for it: decoding beside customers, eight summaries made every
@@ -276,9 +278,10 @@ class Scheduler:
         if not running:
             running = self._active
             budget = min(budget, BACKGROUND_SLICE + len(running))
+        slices: list[tuple[Sequence, int, bool]] = []  # tokens from each, and its logits
         for seq in running:
             if not seq.prefilling:
-                outputs.append((seq, self._add(seq, 1, logits=True)))
+                slices.append((seq, 1, True))
                 budget -= 1
         now = time.perf_counter()
         for seq in running:
@@ -287,11 +290,15 @@ class Scheduler:
             if seq.prefilling:
                 seq.prefill_started = seq.prefill_started or now
                 count = min(budget, len(seq.prompt) - seq.n_past)
-                completes = seq.n_past + count == len(seq.prompt)
-                index = self._add(seq, count, logits=completes)
-                if completes:
-                    outputs.append((seq, index))
+                slices.append((seq, count, seq.n_past + count == len(seq.prompt)))
                 budget -= count
+        # llama.cpp splits a batch into one ubatch per run of consecutive streams, taken
+        # in the batch's order: in stream order, streams 0-7 decode as one.
+        outputs: list[tuple[Sequence, int]] = []
+        for seq, count, logits in sorted(slices, key=lambda piece: piece[0].slot):
+            index = self._add(seq, count, logits=logits)
+            if logits:
+                outputs.append((seq, index))
         return outputs
 
     def _add(self, seq: Sequence, count: int, *, logits: bool) -> int:
