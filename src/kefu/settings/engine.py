@@ -60,13 +60,14 @@ class EngineSettings(SettingsGroup):
         ge=16,
         description="Tokens one engine step may decode (chunked prefill): smaller keeps "
         "streams smooth while a long prompt is read, larger prefills faster; at least "
-        "parallel + prefix-cache.",
+        "parallel.",
     )
     prefix_cache: int = Field(
         32,
         ge=0,
-        description="KV prefixes kept after replies so a prompt that starts the same way "
-        "(the persona, the conversation so far) prefills only what is new; 0 turns it off.",
+        description="Copies of finished replies' KV kept in host memory (besides what each "
+        "slot's KV stream keeps), so a prompt that starts the same way (the persona, the "
+        "conversation so far) prefills only what is new; 0 keeps none.",
     )
     engine_nice: int = Field(
         19,
