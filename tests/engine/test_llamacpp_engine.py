@@ -156,6 +156,36 @@ async def test_prefix_reuse_skips_the_persona_and_the_previous_turn() -> None:
     assert stats.prefix_reused_tokens >= done1.usage.cached_prompt_tokens
 
 
+async def test_a_conversation_whose_stream_went_to_another_is_restored_from_its_copy() -> None:
+    """One slot: between a conversation's two turns another customer takes its KV stream.
+    The next turn's KV comes back from the host copy, byte for byte what the stream had
+    kept: the greedy reply is the one it gets when nobody came between."""
+    first = greedy("Do you ship to Canada?", max_tokens=12)
+
+    async def second_turn(e: LlamaCppEngine, *, between: bool) -> tuple[list[str], Finished]:
+        reply, _ = await run(e, first)
+        if between:
+            await run(e, greedy("我的包裹在哪里？", max_tokens=12))
+        follow_up = GenerationRequest(
+            messages=[
+                *first.messages,
+                ChatMessage("assistant", "".join(reply)),
+                ChatMessage("user", "And to Mexico?"),
+            ],
+            sampling=SamplingParams(max_tokens=12, temperature=0),
+        )
+        return await run(e, follow_up)
+
+    async with engine(slots=1, cache_entries=4) as e:
+        kept, kept_done = await second_turn(e, between=False)
+        assert e.stats().prefix_restores == 0  # the stream had kept it
+    async with engine(slots=1, cache_entries=4) as e:
+        restored, restored_done = await second_turn(e, between=True)
+        assert e.stats().prefix_restores == 1
+    assert restored_done.usage.cached_prompt_tokens == kept_done.usage.cached_prompt_tokens
+    assert restored == kept
+
+
 async def test_cancelling_frees_the_slot_and_its_kv() -> None:
     async with engine(slots=2) as e:
         stream = e.generate(greedy("Tell me a very long story about a parcel.", max_tokens=400))

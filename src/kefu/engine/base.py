@@ -143,11 +143,13 @@ class EngineStats:
     slots: int = 1
     kv_used_cells: int = 0
     kv_total_cells: int = 0
-    # Prefix reuse: KV kept after replies, and how much of the prompts it saved.
+    # Prefix reuse: KV kept after replies (entries and tokens: host copies), and how much
+    # of the prompts it saved; restores: hits whose KV came back from a host copy.
     prefix_cache_entries: int = 0
     prefix_cache_tokens: int = 0
     prefix_lookups: int = 0
     prefix_hits: int = 0
+    prefix_restores: int = 0
     prefix_reused_tokens: int = 0
     prompt_tokens: int = 0
     # A pool of remote engines: one row each, and how prompt tokens are counted.

@@ -251,7 +251,7 @@ class _LoadCollector(Collector):
             ("kefu_kv_cells", "KV cache cells in all.", stats.kv_total_cells),
             (
                 "kefu_prefix_cache_entries",
-                "KV prefixes kept for reuse.",
+                "Copies of finished replies' KV kept in host memory for reuse.",
                 stats.prefix_cache_entries,
             ),
             (

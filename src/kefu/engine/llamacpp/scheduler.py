@@ -128,6 +128,7 @@ class Scheduler:
             prefix_cache_tokens=self.cache.cached_tokens,
             prefix_lookups=cache.lookups,
             prefix_hits=cache.hits,
+            prefix_restores=cache.restores,
             prefix_reused_tokens=cache.reused_tokens,
             prompt_tokens=cache.prompt_tokens,
         )
