@@ -129,3 +129,11 @@ def test_reusable_says_what_start_would_reuse_and_changes_nothing() -> None:
     after = (cache.stats.lookups, cache.busy[:], [e.last_used for e in cache.saved.values()])
     assert after == before
     assert cache.start((*range(15), 42)).reuse == 15
+
+
+def test_a_host_copy_a_few_tokens_longer_than_the_stream_is_not_worth_a_restore() -> None:
+    cache = PrefixCache(streams=1, capacity=4, min_reuse=4)
+    cache.save((*range(20), 7, 7, 7), b"kv")  # the persona, and another conversation
+    cache.end(0, tuple(range(20)))  # the stream kept the persona
+    start = cache.start((*range(20), 7, 8, 9))
+    assert (start.stream, start.reuse, start.restore) == (0, 20, None)

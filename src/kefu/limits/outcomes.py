@@ -179,13 +179,10 @@ class Outcomes:
         return self._calibration
 
     def _miss_curve(self) -> MissCurve:
+        """How often recent requests estimated like a given one missed the SLO."""
         if self._curve is None:
             self._curve = MissCurve((o.estimate, o.missed) for o in self.recent)
         return self._curve
-
-    def miss_share(self, estimate: float) -> float:
-        """How often recent requests estimated like this one missed the SLO (``MissCurve``)."""
-        return self._miss_curve()(estimate)
 
     def says_refuse(self, estimate: float, predicted: float, slo: float) -> bool:
         """Whether a request estimated at ``estimate`` (``predicted`` once corrected) is one

@@ -89,15 +89,12 @@ class PrefixCache:
     def cached_tokens(self) -> int:
         return sum(len(tokens) for tokens in self.saved)
 
-    @property
-    def free_streams(self) -> int:
-        return self.busy.count(False)
-
     def start(self, prompt: tuple[int, ...]) -> Start:
         """A free stream for ``prompt``: the one whose kept KV shares the longest prefix with
-        it (the least recently used of equals), or, where a host copy shares a longer one,
-        the least recently used stream with that copy restored. Leaves >= 1 token to
-        prefill. Raises LookupError when every stream is busy."""
+        it (the least recently used of equals), or, where a host copy shares a prefix longer
+        by ``min_reuse`` tokens at least (a restore copies the whole copy), the least
+        recently used stream with that copy restored. Leaves >= 1 token to prefill. Raises
+        LookupError when every stream is busy."""
         free = [s for s in range(self.streams) if not self.busy[s]]
         if not free:
             raise LookupError("every KV stream is busy")
@@ -107,7 +104,7 @@ class PrefixCache:
         reuse = kept[stream] if kept[stream] >= self.min_reuse else 0
         copy, copied = self._best_saved(prompt, limit)
         restore = None
-        if copy is not None and copied > reuse:
+        if copy is not None and copied >= reuse + self.min_reuse:
             stream = min(free, key=lambda s: self._used[s])
             restore, reuse = copy, copied
             copy.last_used = self._tick()
