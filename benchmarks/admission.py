@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process, percentile, sse_events
+from harness import kefu_process, percentile, sse_events, summary
 
 POLICY_FLAGS = {
     "queue": ["--admission", "queue"],
@@ -290,7 +290,7 @@ def diagnose_fresh(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--levels", default="0.5,1,2,10", help="load as multiples of capacity")
     parser.add_argument("--workloads", default="streams,sessions")
     parser.add_argument("--policies", default="queue,predicted,shadow")

@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 
 from admission import one_stream, question_body
-from harness import free_port, kefu_process, percentile, running
+from harness import free_port, kefu_process, percentile, running, summary
 from kefu.engine.bundled import bundled_model_path
 from kefu.engine.llamacpp.model import LlamaModel
 
@@ -299,7 +299,7 @@ def wrk_part() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--llama-server", type=Path, help="llama.cpp's llama-server binary")
     parser.add_argument("--aiperf", type=Path, help="NVIDIA's aiperf command")
     parser.add_argument("--streams", default="1,8,16", help="concurrent /v1 streams")

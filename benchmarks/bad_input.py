@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ beside
 
 from tests.e2e.bad_input import envelope_code, exchange, probes, stored_counts
 
-from harness import free_port, running
+from harness import free_port, running, summary
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--real-model", action="store_true", help="the bundled model, not fake")
     parser.add_argument("--body-timeout", type=float, default=2.0)
     parser.add_argument("--python", default=sys.executable, help="the interpreter running kefu")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness import summary
 from kefu.cache.answers import AnswerCache
 from kefu.knowledge.embedder import StaticEmbedder
 
@@ -23,7 +24,7 @@ REPLY = "A reply of about forty-eight tokens, " * 6
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--entries", type=int, default=2000, help="answers measured")
     args = parser.parse_args()
     dim = StaticEmbedder().dim

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process, sse_events
+from harness import kefu_process, sse_events, summary
 
 MESSAGES = (
     "How long does delivery take?",
@@ -145,7 +145,7 @@ def verify(url: str, convos: list[Conversation], cycle: Cycle) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--cycles", type=int, default=10)
     parser.add_argument("--clients", type=int, default=8, help="conversations per cycle")
     parser.add_argument("--max-tokens", type=int, default=24, help="LLM reply cap")

@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process
+from harness import kefu_process, summary
 from kefu.bench.sse import parse_events
 
 VANISH_POINTS = ("mid-request", "after-request", "after-headers", "after-tokens")
@@ -278,7 +278,7 @@ async def storm(url: str, pid: int, args: argparse.Namespace) -> Counts:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--streams", type=int, default=1000, help="conversations at once")
     parser.add_argument("--vanish", type=float, default=0.7, help="share of turns that vanish")
     parser.add_argument("--words", type=int, default=40, help="reply length in words")

@@ -24,12 +24,13 @@ import schemathesis
 from schemathesis.python import asgi
 from tests.http.fuzzing import fuzz
 
+from harness import summary
 from kefu.app import build_engine, create_app
 from kefu.settings import Settings
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--examples", type=int, default=50, help="per operation and mode")
     parser.add_argument("--real-model", action="store_true", help="the bundled model, not fake")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request")

@@ -48,6 +48,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def summary(doc: str | None) -> str:
+    """A module docstring's first paragraph on one line: its ``--help`` description (the
+    first line alone cut sentences off mid-way)."""
+    return " ".join((doc or "").split("\n\n")[0].split())
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100); nan for no values."""
     if not values:

@@ -25,7 +25,7 @@ import statistics
 import httpx
 
 from admission import one_stream, question_body
-from harness import kefu_process
+from harness import kefu_process, summary
 from kefu.engine.bundled import bundled_model_path
 from kefu.engine.llamacpp.model import LlamaModel
 
@@ -83,7 +83,7 @@ async def keep_conversations(url: str, count: int, words: int, seed: int) -> Non
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--rounds", type=int, default=2, help="fresh servers, one after another")
     parser.add_argument("--conversations", type=int, default=24, help="long ones kept")
     parser.add_argument("--words", type=int, default=450, help="words in each")

@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process, percentile
+from harness import kefu_process, percentile, summary
 from kefu.bench.pools import EN_UNIQUE, ZH_UNIQUE
 
 
@@ -226,7 +226,7 @@ def refusal_cpu(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--users", type=int, default=10, help="the 1x load (default: 10)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds per run")
     parser.add_argument("--slo", type=float, default=2.0, help="TTFT SLO in seconds")

@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from harness import kefu_process, percentile, sse_events
+from harness import kefu_process, percentile, sse_events, summary
 from kefu.bench.sse import parse_events
 
 FAQ = (
@@ -332,7 +332,7 @@ async def run(url: str, pid: int, data_dir: Path, args: argparse.Namespace, warm
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=summary(__doc__))
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--sample-seconds", type=float, default=60.0)
     parser.add_argument("--fast-clients", type=int, default=6)
