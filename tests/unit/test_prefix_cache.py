@@ -135,5 +135,6 @@ def test_a_host_copy_a_few_tokens_longer_than_the_stream_is_not_worth_a_restore(
     cache = PrefixCache(streams=1, capacity=4, min_reuse=4)
     cache.save((*range(20), 7, 7, 7), b"kv")  # the persona, and another conversation
     cache.end(0, tuple(range(20)))  # the stream kept the persona
+    assert cache.reusable((*range(20), 7, 8, 9)) == 20  # what start will reuse, not 21
     start = cache.start((*range(20), 7, 8, 9))
     assert (start.stream, start.reuse, start.restore) == (0, 20, None)

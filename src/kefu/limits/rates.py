@@ -178,10 +178,10 @@ class Lateness:
         self._recent.append(seconds)
         self._margins.clear()
 
-    def margin(self, quantile: float, at_least: int = LATENESS_MIN) -> float:
+    def margin(self, quantile: float) -> float:
         """The ``quantile`` of the recent lateness (nearest rank), none below 0; 0 before
-        ``at_least`` samples."""
-        if len(self._recent) < at_least:
+        ``LATENESS_MIN`` samples."""
+        if len(self._recent) < LATENESS_MIN:
             return 0.0
         if quantile not in self._margins:
             self._margins[quantile] = max(0.0, nearest_rank(list(self._recent), quantile))

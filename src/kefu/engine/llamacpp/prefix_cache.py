@@ -90,56 +90,50 @@ class PrefixCache:
         return sum(len(tokens) for tokens in self.saved)
 
     def start(self, prompt: tuple[int, ...]) -> Start:
-        """A free stream for ``prompt``: the one whose kept KV shares the longest prefix with
-        it (the least recently used of equals), or, where a host copy shares a prefix longer
-        by ``min_reuse`` tokens at least (a restore copies the whole copy), the least
-        recently used stream with that copy restored. Leaves >= 1 token to prefill. Raises
-        LookupError when every stream is busy."""
+        """A free stream for ``prompt`` (``_choose``), taken. Raises LookupError when every
+        stream is busy."""
         free = [s for s in range(self.streams) if not self.busy[s]]
         if not free:
             raise LookupError("every KV stream is busy")
-        limit = len(prompt) - 1
-        kept = {s: min(common_prefix_len(self.held[s], prompt), limit) for s in free}
-        stream = max(free, key=lambda s: (kept[s], -self._used[s]))
-        reuse = kept[stream] if kept[stream] >= self.min_reuse else 0
-        copy, copied = self._best_saved(prompt, limit)
-        restore = None
-        if copy is not None and copied >= reuse + self.min_reuse:
-            stream = min(free, key=lambda s: self._used[s])
-            restore, reuse = copy, copied
-            copy.last_used = self._tick()
+        start = self._choose(prompt, free)
+        if start.restore is not None:
+            start.restore.last_used = self._tick()
             self.stats.restores += 1
-        self.busy[stream] = True
-        self._used[stream] = self._tick()
-        self.held[stream] = prompt[:reuse]
+        self.busy[start.stream] = True
+        self._used[start.stream] = self._tick()
+        self.held[start.stream] = prompt[: start.reuse]
         self.stats.lookups += 1
         self.stats.prompt_tokens += len(prompt)
-        if reuse:
+        if start.reuse:
             self.stats.hits += 1
-            self.stats.reused_tokens += reuse
-        return Start(stream, reuse, restore)
-
-    def _best_saved(self, prompt: tuple[int, ...], limit: int) -> tuple[SavedPrefix | None, int]:
-        best, best_len = None, 0
-        for entry in self.saved.values():
-            length = min(common_prefix_len(entry.tokens, prompt), limit)
-            if length > best_len:
-                best, best_len = entry, length
-        if best_len < self.min_reuse:
-            return None, 0
-        return best, best_len
+            self.stats.reused_tokens += start.reuse
+        return start
 
     def reusable(self, prompt: tuple[int, ...]) -> int:
-        """How many of ``prompt``'s tokens it could start from now, kept in a stream or in
-        host memory; counts nothing and touches nothing. Safe from another thread: it reads
-        copies."""
-        held = [tokens for s, tokens in enumerate(list(self.held)) if not self.busy[s]]
-        best = max(
-            (common_prefix_len(t, prompt) for t in [*held, *list(self.saved)]),
-            default=0,
-        )
-        best = min(best, len(prompt) - 1)
-        return best if best >= self.min_reuse else 0
+        """How many of ``prompt``'s tokens ``start`` would start it from now (with every
+        stream busy, from whichever frees); counts nothing and touches nothing. Safe from
+        another thread: ``_choose`` reads copies."""
+        free = [s for s in range(self.streams) if not self.busy[s]]
+        return self._choose(prompt, free or list(range(self.streams))).reuse
+
+    def _choose(self, prompt: tuple[int, ...], candidates: list[int]) -> Start:
+        """Of the ``candidates`` streams, the one whose kept KV shares the longest prefix with
+        ``prompt`` (the least recently used of equals), or, where a host copy shares a
+        prefix longer by ``min_reuse`` tokens at least (a restore copies the whole copy), the
+        least recently used with that copy to restore. Leaves >= 1 token to prefill."""
+        held, used = list(self.held), list(self._used)
+        limit = len(prompt) - 1
+        kept = {s: min(common_prefix_len(held[s], prompt), limit) for s in candidates}
+        stream = max(candidates, key=lambda s: (kept[s], -used[s]))
+        reuse = kept[stream] if kept[stream] >= self.min_reuse else 0
+        best, copied = None, 0
+        for copy in list(self.saved.values()):
+            length = min(common_prefix_len(copy.tokens, prompt), limit)
+            if length > copied:
+                best, copied = copy, length
+        if best is not None and copied >= reuse + self.min_reuse:
+            return Start(min(candidates, key=lambda s: used[s]), copied, best)
+        return Start(stream, reuse)
 
     def end(self, stream: int, tokens: tuple[int, ...]) -> None:
         """The stream's sequence ended, leaving the KV of ``tokens`` (none: cleared)."""

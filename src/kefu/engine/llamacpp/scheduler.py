@@ -222,15 +222,16 @@ class Scheduler:
 
     def _restore(self, stream: int, state: bytes) -> None:
         llama_cpp.llama_memory_seq_rm(self.memory, stream, -1, -1)
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if llama_cpp.llama_state_seq_set_data(self.ctx, buffer, len(state), stream) == 0:
+        # llama.cpp only reads it: the bytes themselves, not a copy of megabytes.
+        source = ctypes.cast(ctypes.c_char_p(state), ctypes.POINTER(ctypes.c_uint8))
+        if llama_cpp.llama_state_seq_set_data(self.ctx, source, len(state), stream) == 0:
             raise EngineError("could not restore a kept prefix into its KV stream")
 
     def _save(self, stream: int) -> bytes:
         size = llama_cpp.llama_state_seq_get_size(self.ctx, stream)
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(self.ctx, buffer, size, stream)
-        return bytes(buffer)[:written]
+        return ctypes.string_at(buffer, written)
 
     def _release(self, seq: Sequence, *, keep_kv: bool) -> None:
         seq.done = True
