@@ -12,7 +12,12 @@ from typing import Any
 from pydantic.fields import FieldInfo
 
 from kefu import __version__
+from kefu.bench.command import register as register_bench
+from kefu.commands.cache import register as register_cache
+from kefu.commands.kb import register as register_kb
+from kefu.commands.keys import register as register_keys
 from kefu.observe.command import register as register_diagnose
+from kefu.plan.command import register as register_plan
 from kefu.settings import (
     GROUPS,
     LIST_SEPARATOR,
@@ -81,21 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setting_flags(serve)
     serve.set_defaults(run=_serve_command)
     register_diagnose(commands)
-    from kefu.bench.command import register as register_bench
-
     register_bench(commands)
-    from kefu.faq.command import register as register_faq
-    from kefu.knowledge.command import register as register_kb
-
-    register_kb(commands, register_faq)
-    from kefu.cache.command import register as register_cache
-
+    register_kb(commands)
     register_cache(commands)
-    from kefu.plan.command import register as register_plan
-
     register_plan(commands)
-    from kefu.auth.command import register as register_keys
-
     register_keys(commands)
     return parser
 

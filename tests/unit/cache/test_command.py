@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kefu.cache.answers import AnswerCache
-from kefu.cache.command import register
+from kefu.commands.cache import register
 from kefu.knowledge.embedder import Vectors
 
 Embed = Callable[[str], Vectors]

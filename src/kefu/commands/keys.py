@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from kefu.auth.keys import ApiKey, KeyStore, SqliteKeyStore, new_key
 from kefu.auth.principal import DEFAULT_SCOPES, SCOPES
-from kefu.data_dir import chosen_data_dir, data_dir_option
+from kefu.commands.data_dir import chosen_data_dir, data_dir_option
 from kefu.errors import KefuError
 from kefu.limits.rate import Rate
 from kefu.settings import SettingsError, load_settings

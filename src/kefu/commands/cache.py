@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kefu.cache.answers import AnswerCache
 from kefu.cache.tune import TuneError, read_pairs, render, score
-from kefu.data_dir import chosen_data_dir, data_dir_option
+from kefu.commands.data_dir import chosen_data_dir, data_dir_option
 from kefu.settings import SettingsError
 
 CACHE_FILE = "cache.db"

@@ -13,12 +13,13 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from kefu.data_dir import chosen_data_dir, data_dir_option
+from kefu.commands.data_dir import chosen_data_dir, data_dir_option
 from kefu.errors import KefuError
+from kefu.faq.command import register as register_faq
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.importers import SUFFIXES, parse_file
 from kefu.knowledge.misses import MISSES_FILE, STATES, MissLog
@@ -29,23 +30,7 @@ EXIT_ERROR = 2
 DB_NAME = "knowledge.db"
 
 
-# More ``kefu kb`` commands from the packages above the knowledge base (the FAQ
-# decision's calibrate and stats): given the sub-commands, their shared options, the
-# wrapper that opens the data dir's knowledge base, and the progress bar.
-Extend = Callable[
-    [
-        "argparse._SubParsersAction[argparse.ArgumentParser]",
-        Sequence[argparse.ArgumentParser],
-        Callable[[Any], Callable[[argparse.Namespace], int]],
-        Callable[[str], Callable[[int, int], None]],
-    ],
-    None,
-]
-
-
-def register(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], extend: Extend | None = None
-) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "kb",
         help="manage the knowledge base (FAQ and passages the answers come from)",
@@ -117,8 +102,7 @@ def register(
     remove.add_argument("ids", nargs="+", metavar="ID", help="entry ids (from kefu kb list)")
     remove.set_defaults(run=run_remove)
 
-    if extend is not None:
-        extend(kb, [data_dir, as_json], _with_kb, stderr_bar)
+    register_faq(kb, [data_dir, as_json], _with_kb, stderr_bar)  # calibrate, stats
 
 
 def _register_review(misses: argparse.ArgumentParser) -> None:
