@@ -24,8 +24,8 @@ from kefu.shared.events import RedisSessionEvents
 from kefu.shared.keys import RedisKeyStore
 from kefu.shared.limits import RedisLimiter
 from kefu.shared.locks import RedisSessionLocks
+from kefu.shared.sessions import RedisSessionStore
 from kefu.store.base import SessionStore
-from kefu.store.redis import RedisSessionStore
 from kefu.store.sqlite import SqliteSessionStore
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kefu.shared.client import RedisClient
+from kefu.shared.sessions import RedisSessionStore
 from kefu.store.base import SessionMemory, SessionStore, Turn
-from kefu.store.redis import RedisSessionStore
 from kefu.store.sqlite import SqliteSessionStore
 
 pytestmark = pytest.mark.anyio

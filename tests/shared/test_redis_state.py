@@ -16,8 +16,8 @@ from kefu.shared.client import RedisClient
 from kefu.shared.events import RedisSessionEvents
 from kefu.shared.limits import RedisLimiter
 from kefu.shared.locks import RedisSessionLocks
+from kefu.shared.sessions import RedisSessionStore
 from kefu.store.base import SessionStore, Turn
-from kefu.store.redis import RedisSessionStore
 from tests.shared.support import RedisServer, running_redis
 
 pytestmark = pytest.mark.anyio
