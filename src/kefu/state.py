@@ -16,8 +16,8 @@ from kefu.limits.bucket import Limiter, LocalLimiter
 from kefu.limits.rate import Rate
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
-from kefu.service.session_events import SessionEvents
-from kefu.service.session_lock import SessionLocks
+from kefu.sessions.events import SessionEvents
+from kefu.sessions.locks import SessionLocks
 from kefu.settings import Settings
 from kefu.shared.client import RedisClient
 from kefu.shared.events import RedisSessionEvents

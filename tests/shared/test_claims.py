@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kefu.service.claims import Claims, LocalClaims
+from kefu.sessions.claims import Claims, LocalClaims
 from kefu.shared.claims import RedisClaims
 from kefu.shared.client import RedisClient
 

@@ -11,7 +11,7 @@ import pytest
 
 from kefu.errors import SessionBusy, StateUnavailable
 from kefu.limits.rate import Rate
-from kefu.service.session_events import SessionEvent
+from kefu.sessions.events import SessionEvent
 from kefu.shared.client import RedisClient
 from kefu.shared.events import RedisSessionEvents
 from kefu.shared.limits import RedisLimiter

@@ -8,7 +8,7 @@ from kefu.engine.fake import FakeEngine
 from kefu.fastpath.hours import ServiceHours
 from kefu.limits.admission import Admission
 from kefu.service.runtime import ASKED_MAX, Runtime
-from kefu.service.session_lock import SessionLocks
+from kefu.sessions.locks import SessionLocks
 from kefu.settings import Settings
 from kefu.store.sqlite import SqliteSessionStore
 

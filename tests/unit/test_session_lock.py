@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from kefu.errors import RequestError, SessionBusy
-from kefu.service.session_lock import SessionLocks
+from kefu.sessions.locks import SessionLocks
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from kefu.errors import NotFound, SessionConflict
 from kefu.service.outbound import deliver_outbound
 from kefu.service.runtime import Runtime
-from kefu.service.session_events import SessionEvent
+from kefu.sessions.events import SessionEvent
 from kefu.store.base import Session, SessionMemory, StoredMessage
 
 UNNAMED = "agent"

@@ -22,7 +22,6 @@ from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import GroupLoad, LoadSnapshot
 from kefu.observe.observer import Observer
 from kefu.service.access import Access
-from kefu.service.claims import Claims, LocalClaims
 from kefu.service.fast_path import FastPath
 from kefu.service.first_prompt import read_first_prompts
 from kefu.service.groups import Group, Groups
@@ -30,9 +29,10 @@ from kefu.service.handoff import availability, waiting_plan
 from kefu.service.outbound import Outbound
 from kefu.service.plan import Plan
 from kefu.service.replication import Replication
-from kefu.service.session_events import SessionEvents
-from kefu.service.session_lock import SessionLocks
 from kefu.service.timeline import Timeline
+from kefu.sessions.claims import Claims, LocalClaims
+from kefu.sessions.events import SessionEvents
+from kefu.sessions.locks import SessionLocks
 from kefu.settings import Settings
 from kefu.store.base import SessionStore
 

@@ -45,8 +45,8 @@ from kefu.service.context import BuiltContext, build_context
 from kefu.service.groups import Group, turn_intent
 from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
-from kefu.service.session_events import SessionEvent
 from kefu.service.timeline import Timeline
+from kefu.sessions.events import SessionEvent
 from kefu.store.base import Session, StoredMessage, Turn
 from kefu.text.message import Message, read_message
 from kefu.text.normalize import normalize

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kefu.service.claims import CLAIM_SECONDS
+from kefu.sessions.claims import CLAIM_SECONDS
 from kefu.shared.client import RedisClient
 
 # Take the claim when it is free or already ours (renewing it); either way say who holds it.

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager, suppress
 from redis.exceptions import RedisError
 
 from kefu.errors import StateUnavailable
-from kefu.service.session_events import SessionEvent, SessionEvents
+from kefu.sessions.events import SessionEvent, SessionEvents
 from kefu.shared.client import RedisClient
 
 log = logging.getLogger("kefu.redis")

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
 from kefu.errors import SessionBusy, StateUnavailable
-from kefu.service.session_lock import SessionLocks
+from kefu.sessions.locks import SessionLocks
 from kefu.shared.client import RedisClient
 
 LEASE_SECONDS = 30.0
