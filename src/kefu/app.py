@@ -36,10 +36,10 @@ from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.second_look import E5Transformer
 from kefu.limits.admission import Admission
 from kefu.observe.otel import OtlpExporter
+from kefu.observe.timeline import Timeline
 from kefu.service.fast_path import FastPath
 from kefu.service.judging import Judge
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 from kefu.settings import Settings
 from kefu.shared.changes import SharedChanges
 from kefu.shared.claims import RedisClaims

@@ -12,7 +12,7 @@ import pytest
 from kefu.engine.base import Usage
 from kefu.observe.otel import OtlpExporter, request_spans
 from kefu.observe.records import record_from
-from kefu.service.timeline import Timeline
+from kefu.observe.timeline import Timeline
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import pytest
 
 from kefu.engine.base import EngineTimings, Usage
 from kefu.observe.records import RequestRecord, record_from
-from kefu.service.timeline import STAGE_OF_MARK, Timeline
+from kefu.observe.timeline import STAGE_OF_MARK, Timeline
 
 T0 = 100.0
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from kefu.engine.base import EngineTimings
-from kefu.service.timeline import DURATIONS, Timeline
+from kefu.observe.timeline import DURATIONS, Timeline
 
 T0 = 100.0
 

@@ -19,9 +19,9 @@ from kefu.auth.policy import counts_as_answer, required_scope
 from kefu.auth.principal import Principal
 from kefu.errors import Forbidden, KefuError, RateLimited, Unauthenticated
 from kefu.observe.metrics import Metrics
+from kefu.observe.timeline import Timeline
 from kefu.service.access import Admitted
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 
 
 class Guard:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kefu.service.timeline import Timeline
+from kefu.observe.timeline import Timeline
 
 # A caller's own id is kept only when it is safe to echo and to log.
 _SAFE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from kefu.observe.metrics import LoadSnapshot, Metrics
 from kefu.observe.records import RequestRecord, record_from
 from kefu.observe.redis_calls import RedisCalls
+from kefu.observe.timeline import Timeline
 from kefu.observe.window import RecentRequests
-from kefu.service.timeline import Timeline
 
 access_log = logging.getLogger("kefu.access")
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from kefu.observe.records import RequestRecord
-from kefu.service.timeline import STAGE_OF_MARK, Timeline
+from kefu.observe.timeline import STAGE_OF_MARK, Timeline
 
 log = logging.getLogger("kefu.otel")
 

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kefu.service.timeline import Timeline
+from kefu.observe.timeline import Timeline
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from kefu.auth.authenticate import Authenticator
 from kefu.auth.principal import Principal
 from kefu.errors import Forbidden, RateLimited
 from kefu.limits.bucket import Decision, Limiter
-from kefu.service.timeline import Timeline
+from kefu.observe.timeline import Timeline
 
 log = logging.getLogger("kefu.auth")
 

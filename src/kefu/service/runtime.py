@@ -21,6 +21,7 @@ from kefu.limits.holds import Hold, Ticket
 from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import GroupLoad, LoadSnapshot
 from kefu.observe.observer import Observer
+from kefu.observe.timeline import Timeline
 from kefu.service.access import Access
 from kefu.service.fast_path import FastPath
 from kefu.service.first_prompt import read_first_prompts
@@ -29,7 +30,6 @@ from kefu.service.handoff import availability, waiting_plan
 from kefu.service.outbound import Outbound
 from kefu.service.plan import Plan
 from kefu.service.replication import Replication
-from kefu.service.timeline import Timeline
 from kefu.sessions.claims import Claims, LocalClaims
 from kefu.sessions.events import SessionEvents
 from kefu.sessions.locks import SessionLocks

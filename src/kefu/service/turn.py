@@ -40,12 +40,12 @@ from kefu.knowledge.index import Hit
 from kefu.limits.holds import Ticket
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
+from kefu.observe.timeline import Timeline
 from kefu.service.busy import TurnBusy, busy_answer
 from kefu.service.context import BuiltContext, build_context
 from kefu.service.groups import Group, turn_intent
 from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 from kefu.sessions.events import SessionEvent
 from kefu.store.base import Session, StoredMessage, Turn
 from kefu.text.message import Message, read_message

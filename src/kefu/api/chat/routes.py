@@ -15,9 +15,9 @@ from kefu.api.chat.protocol import BusyOut, ChatRequest, MemoryOut, MessageOut, 
 from kefu.api.guard import owner_of
 from kefu.api.sse import EventStream, open_event_stream, sse_event
 from kefu.errors import NotFound
+from kefu.observe.timeline import Timeline
 from kefu.service.busy import TurnBusy
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 from kefu.service.turn import (
     TurnEvent,
     TurnHandoff,

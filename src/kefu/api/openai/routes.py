@@ -12,8 +12,8 @@ from kefu.api.disconnect import ClientGone, unless_disconnected
 from kefu.api.openai.protocol import ChatCompletionChunk, ChatCompletionRequest
 from kefu.api.openai.serving import create_completion, list_models, stream_completion
 from kefu.api.sse import EventStream, open_event_stream, sse_event
+from kefu.observe.timeline import Timeline
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 
 
 def json_response(model: BaseModel, headers: dict[str, str] | None = None) -> Response:

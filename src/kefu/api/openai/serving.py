@@ -37,9 +37,9 @@ from kefu.engine.base import (
     unread_tokens,
 )
 from kefu.errors import ContextLengthExceeded, EngineError
+from kefu.observe.timeline import Timeline
 from kefu.service.groups import Group
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 
 # The roles kefu counts a message's text as (a tool's result is input the model reads).
 ROLES: dict[str, Role] = {

@@ -12,8 +12,8 @@ from starlette.routing import Route
 from kefu.api.body import read_body
 from kefu.channels.wechat.channels import WeChatChannels, configured
 from kefu.errors import EngineNotReady
+from kefu.observe.timeline import Timeline
 from kefu.service.runtime import Runtime
-from kefu.service.timeline import Timeline
 from kefu.settings import Settings
 
 XML = "application/xml"

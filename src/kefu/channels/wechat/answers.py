@@ -22,10 +22,10 @@ from kefu.channels.wechat.inbound import Inbound
 from kefu.errors import EngineError, KefuError, SessionBusy, Unavailable
 from kefu.limits.bucket import Limiter
 from kefu.limits.rate import Rate
+from kefu.observe.timeline import Timeline
 from kefu.service.busy import TurnBusy
 from kefu.service.runtime import Runtime
 from kefu.service.suggestions import suggestions
-from kefu.service.timeline import Timeline
 from kefu.service.turn import TurnDone, TurnStarted, run_turn
 from kefu.store.base import Turn
 
