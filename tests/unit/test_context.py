@@ -7,7 +7,7 @@ import pytest
 from kefu.engine.base import ChatMessage, Tokenizer
 from kefu.engine.fake import FakeEngine
 from kefu.errors import ContextLengthExceeded, InvalidRequest
-from kefu.service.context import build_context
+from kefu.memory.context import build_context
 
 PERSONA = "p1 p2"  # 2 words + 3 = 5 tokens
 MESSAGE = "m"  # 1 word + 3 = 4 tokens

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
+from kefu.memory.context import build_context
 from kefu.memory.extractive import estimate_tokens, extractive_summary
 from kefu.memory.facts import MAX_VALUES, merge_facts
 from kefu.memory.render import memory_block, summary_prompt
-from kefu.service.context import build_context
 from kefu.service.turn import prompt_history
 from kefu.store.base import SessionMemory, StoredMessage
 from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN

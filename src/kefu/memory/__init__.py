@@ -1,1 +1,2 @@
-"""Long conversations (issue 21): what a session keeps of the turns that left the prompt."""
+"""Long conversations (issue 21): the context builder, which fits a turn's prompt to its
+budget by leaving the oldest turns out, and what a session keeps of the turns that left."""

@@ -33,10 +33,10 @@ from itertools import groupby
 from typing import Any, TypeVar
 
 from kefu.engine.base import ChatMessage, Engine, Finished, GenerationRequest, SamplingParams
+from kefu.memory.context import system_prompt
 from kefu.memory.extractive import extractive_summary
 from kefu.memory.facts import merge_facts
 from kefu.memory.render import memory_block, summary_prompt
-from kefu.service.context import system_prompt
 from kefu.store.base import SessionMemory, SessionStore, StoredMessage
 
 log = logging.getLogger("kefu.memory")

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams, unread_tokens
-from kefu.service.context import build_context
+from kefu.memory.context import build_context
 
 log = logging.getLogger("kefu.service")
 

@@ -38,11 +38,11 @@ from kefu.fastpath.router import Routing
 from kefu.fastpath.rules import is_failure_signal
 from kefu.knowledge.index import Hit
 from kefu.limits.holds import Ticket
+from kefu.memory.context import BuiltContext, build_context
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.observe.timeline import Timeline
 from kefu.service.busy import TurnBusy, busy_answer
-from kefu.service.context import BuiltContext, build_context
 from kefu.service.groups import Group, turn_intent
 from kefu.service.plan import Plan, Source, Tier
 from kefu.service.runtime import Runtime
