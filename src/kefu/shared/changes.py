@@ -18,9 +18,9 @@ import base64
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,7 +28,6 @@ from kefu.errors import StateUnavailable
 from kefu.knowledge.base import KbChange, KnowledgeBase
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.entries import KbEntry
-from kefu.service.fast_path import FastPath
 from kefu.shared.client import RedisClient
 
 KB_STREAM = "kefu:kb:changes"
@@ -36,6 +35,19 @@ CACHE_STREAM = "kefu:cache:answers"
 STREAM_LENGTH = 10_000
 READ_BATCH = 200
 log = logging.getLogger("kefu.redis")
+
+
+class LocalCopy(Protocol):
+    """This replica's knowledge base and answer cache, where the other replicas' news goes:
+    service/'s FastPath, described here by what it does because service/ is above shared/."""
+
+    async def import_entries(self, entries: Sequence[KbEntry]) -> object: ...
+
+    async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> object: ...
+
+    async def remember(
+        self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]
+    ) -> object: ...
 
 
 class SharedChanges:
@@ -75,7 +87,7 @@ class SharedChanges:
         except StateUnavailable:
             log.error("a %s could not reach the other replicas (Redis down)", stream)
 
-    async def follow(self, fast_path: FastPath) -> int:
+    async def follow(self, fast_path: LocalCopy) -> int:
         """Apply the other replicas' news since the last round; returns how much."""
         streams: dict[Any, Any] = dict(self._last)
         replies: Any = await self.client.call(
@@ -93,7 +105,7 @@ class SharedChanges:
         return applied
 
 
-async def _apply(fast_path: FastPath, op: str, data: Any) -> None:
+async def _apply(fast_path: LocalCopy, op: str, data: Any) -> None:
     if op == "add":
         await fast_path.import_entries([KbEntry(**entry) for entry in data])
     elif op == "remove":
