@@ -24,7 +24,6 @@ from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
 from kefu.api.openapi import routes as openapi
 from kefu.api.wechat import routes as wechat
-from kefu.auth.policy import warn_if_insecure
 from kefu.channels.wechat.channels import open_wechat
 from kefu.engine.base import ChatMessage, Engine
 from kefu.engine.fake import FakeEngine
@@ -41,6 +40,7 @@ from kefu.service.fast_path import FastPath
 from kefu.service.judging import Judge
 from kefu.service.runtime import Runtime
 from kefu.settings import Settings
+from kefu.settings.auth_mode import warn_if_insecure
 from kefu.shared.changes import SharedChanges
 from kefu.shared.claims import RedisClaims
 from kefu.state import open_state

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from kefu.auth.authenticate import Authenticator
 from kefu.auth.keys import KeyStore, SqliteKeyStore
-from kefu.auth.policy import auth_mode
 from kefu.auth.tokens import JwtVerifier
 from kefu.limits.bucket import Limiter, LocalLimiter
 from kefu.limits.rate import Rate
@@ -19,6 +18,7 @@ from kefu.service.access import Access
 from kefu.sessions.events import SessionEvents
 from kefu.sessions.locks import SessionLocks
 from kefu.settings import Settings
+from kefu.settings.auth_mode import auth_mode
 from kefu.shared.client import RedisClient
 from kefu.shared.events import RedisSessionEvents
 from kefu.shared.keys import RedisKeyStore

@@ -12,12 +12,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kefu.auth.authenticate import Authenticator
 from kefu.auth.keys import ApiKey, key_id, matches, new_key
-from kefu.auth.policy import auth_mode
 from kefu.auth.tokens import JwtVerifier
 from kefu.errors import Unauthenticated
 from kefu.limits.bucket import LocalLimiter
 from kefu.limits.rate import Rate
 from kefu.settings import SettingsError, load_settings
+from kefu.settings.auth_mode import auth_mode
 
 pytestmark = pytest.mark.anyio
 

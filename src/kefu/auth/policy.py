@@ -1,16 +1,11 @@
-"""Which scope each route needs, and which auth mode a server runs in."""
+"""Which scope each route needs, and the auth modes a server can run in."""
 
 from __future__ import annotations
 
 import ipaddress
-import logging
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from kefu.settings import Settings
+from typing import Literal
 
 AuthMode = Literal["none", "keys", "jwt"]
-log = logging.getLogger("kefu.auth")
 
 # Readable by anyone: probes, the static pages (the chat page carries its own token;
 # the agent console asks its agent for a key with the admin scope) and the API's description.
@@ -56,31 +51,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def auth_mode(settings: Settings) -> AuthMode:
-    if settings.auth == "auto":
-        return "none" if is_loopback(settings.host) else "keys"
-    return settings.auth
-
-
-def check_auth_settings(settings: Settings) -> None:
-    mode = auth_mode(settings)
-    if mode == "none" and not is_loopback(settings.host) and not settings.insecure:
-        raise ValueError(
-            f"auth 'none' on {settings.host} lets anyone who reaches the port use and read "
-            "every session: use --auth keys or jwt, or add --insecure to mean it"
-        )
-    if mode == "jwt" and (settings.jwt_key is None) == (settings.jwt_jwks is None):
-        raise ValueError("auth 'jwt' needs exactly one of --jwt-key and --jwt-jwks")
-    for path in (settings.jwt_key, settings.jwt_jwks):
-        if path is not None and not path.is_file():
-            raise ValueError(f"no such file: {path}")
-
-
-def warn_if_insecure(settings: Settings) -> None:
-    if auth_mode(settings) == "none" and not is_loopback(settings.host):
-        log.warning(
-            "--insecure: no auth on %s; anyone who reaches the port may use and read every session",
-            settings.host,
-        )

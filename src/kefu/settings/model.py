@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 from pydantic import field_validator, model_validator
 
 from kefu.settings.access import AccessSettings
+from kefu.settings.auth_mode import check_auth_settings
 from kefu.settings.conversation import ConversationSettings
 from kefu.settings.engine import EngineSettings
 from kefu.settings.fast_path import FastPathSettings
@@ -51,8 +52,6 @@ class Settings(
 
     @model_validator(mode="after")
     def _auth_fits_host(self) -> Settings:
-        from kefu.auth.policy import check_auth_settings
-
         check_auth_settings(self)  # its ValueError names what is wrong
         return self
 

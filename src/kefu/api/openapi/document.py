@@ -22,8 +22,9 @@ from starlette.routing import BaseRoute, Route
 from kefu import __version__
 from kefu.api.openapi.operations import OPERATIONS, JsonSchema, Operation, Reply, Stream
 from kefu.api.protocol import ErrorEnvelope
-from kefu.auth.policy import auth_mode, counts_as_answer, required_scope
+from kefu.auth.policy import counts_as_answer, required_scope
 from kefu.settings import Settings
+from kefu.settings.auth_mode import auth_mode
 
 REF = "#/components/schemas/{model}"
 PATH_PARAM = re.compile(r"{(\w+)(?::\w+)?}")
