@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -25,8 +25,13 @@ from kefu.api.openai import routes as openai
 from kefu.api.openapi import routes as openapi
 from kefu.api.wechat import routes as wechat
 from kefu.channels.wechat.channels import open_wechat
-from kefu.engine.base import ChatMessage, Engine
+from kefu.engine.base import DEFAULT_GROUP, ChatMessage, Engine
+from kefu.engine.engines_file import GroupSpec, default_group, read_engines_file
 from kefu.engine.fake import FakeEngine
+from kefu.engine.groups import EngineGroups
+from kefu.engine.pool import EnginePool
+from kefu.engine.remote import RemoteEngine, Upstream
+from kefu.engine.token_count import GgufCount
 from kefu.errors import KefuError, StateUnavailable
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
@@ -53,9 +58,7 @@ EngineFactory = Callable[[Settings], Engine]
 
 def build_engine(settings: Settings) -> Engine:
     if settings.engine_kind == "remote":
-        from kefu.engine.groups import build_remote
-
-        return build_remote(settings)
+        return _build_remote(settings)
     if settings.engine_kind == "fake":
         return FakeEngine(
             context_window=settings.context_size,
@@ -79,6 +82,61 @@ def build_engine(settings: Settings) -> Engine:
     )
 
 
+def _build_remote(settings: Settings) -> EngineGroups:
+    """The engines of --engine and --engines-file, a pool per group (often one)."""
+    engines = _upstreams(settings)
+    specs = read_engines_file(settings.engines_file).groups if settings.engines_file else {}
+    for upstream in engines:
+        specs.setdefault(upstream.group, GroupSpec(upstream.group, (upstream.group,)))
+    pools = {
+        name: _build_pool(settings, [e for e in engines if e.group == name], name) for name in specs
+    }
+    return EngineGroups(pools, specs, default_group(specs))
+
+
+def _upstreams(settings: Settings) -> list[Upstream]:
+    """The engines --engine names (with --engine-model and --engine-api-key by position,
+    or one value for all; group default), then those of --engines-file."""
+    urls = [u for u in settings.engine if u.startswith(("http://", "https://"))]
+
+    def nth(values: tuple[str, ...], i: int) -> str | None:
+        if not values:
+            return None
+        return values[0] if len(values) == 1 else values[i] if i < len(values) else None
+
+    found = [
+        Upstream(url, nth(settings.engine_model, i), nth(settings.engine_api_key, i))
+        for i, url in enumerate(urls)
+    ]
+    if settings.engines_file is not None:
+        found += read_engines_file(settings.engines_file).engines
+    return found
+
+
+def _build_pool(
+    settings: Settings, engines: Sequence[Upstream], group: str = DEFAULT_GROUP
+) -> EnginePool:
+    return EnginePool(
+        [
+            RemoteEngine(
+                upstream,
+                context_window=settings.context_size,
+                connections=settings.engine_connections,
+                first_token_timeout=settings.first_token_timeout,
+                timeout=settings.engine_timeout,
+            )
+            for upstream in engines
+        ],
+        routing=settings.routing,
+        imbalance=settings.imbalance,
+        failures=settings.breaker_failures,
+        cooldown=settings.breaker_cooldown,
+        check_interval=settings.engine_check_interval,
+        counter=GgufCount(settings.tokenizer) if settings.tokenizer else None,
+        group=group,
+    )
+
+
 def _judge_engine(settings: Settings, serving: Engine) -> Engine | None:
     """The engine that judges knowledge-base answers in the background: --judge-engine,
     or the serving engine where the operator says it can (--judge-with-engine)."""
@@ -86,8 +144,6 @@ def _judge_engine(settings: Settings, serving: Engine) -> Engine | None:
         return serving
     if settings.judge_engine is None:
         return None
-    from kefu.engine.remote import RemoteEngine, Upstream
-
     return RemoteEngine(
         Upstream(settings.judge_engine, settings.judge_model, None, "judge"),
         context_window=settings.context_size,

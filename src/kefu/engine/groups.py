@@ -13,9 +13,8 @@ import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
 from kefu.engine.base import ChatMessage, EngineStats, GenerationEvent, GenerationRequest
-from kefu.engine.engines_file import GroupSpec, default_group, read_engines_file
-from kefu.engine.pool import EnginePool, build_pool, upstreams
-from kefu.settings import Settings
+from kefu.engine.engines_file import GroupSpec
+from kefu.engine.pool import EnginePool
 
 
 class EngineGroups:
@@ -73,15 +72,3 @@ class EngineGroups:
                 f"{name}: {s.token_counting}" for name, s in zip(self.pools, stats, strict=True)
             ),
         )
-
-
-def build_remote(settings: Settings) -> EngineGroups:
-    """The engines of --engine and --engines-file, a pool per group (often one)."""
-    engines = upstreams(settings)
-    specs = read_engines_file(settings.engines_file).groups if settings.engines_file else {}
-    for upstream in engines:
-        specs.setdefault(upstream.group, GroupSpec(upstream.group, (upstream.group,)))
-    pools = {
-        name: build_pool(settings, [e for e in engines if e.group == name], name) for name in specs
-    }
-    return EngineGroups(pools, specs, default_group(specs))

@@ -30,13 +30,11 @@ from kefu.engine.base import (
     UpstreamStats,
 )
 from kefu.engine.breaker import Breaker
-from kefu.engine.engines_file import read_engines_file
-from kefu.engine.remote import RemoteEngine, Upstream
+from kefu.engine.remote import RemoteEngine
 from kefu.engine.routing import Candidate, Routing, choose
-from kefu.engine.token_count import EstimatedCount, GgufCount, TokenCounter, probe_upstream
+from kefu.engine.token_count import EstimatedCount, TokenCounter, probe_upstream
 from kefu.engine.upstream_metrics import EngineLoad
 from kefu.errors import EngineUnavailable, FirstTokenTimeout, UpstreamError
-from kefu.settings import Settings
 
 log = logging.getLogger("kefu.engine")
 
@@ -248,46 +246,3 @@ class EnginePool:
         else:
             member.breaker.health_failed()
             member.load = None
-
-
-def upstreams(settings: Settings) -> list[Upstream]:
-    """The engines --engine names (with --engine-model and --engine-api-key by position,
-    or one value for all; group default), then those of --engines-file."""
-    urls = [u for u in settings.engine if u.startswith(("http://", "https://"))]
-
-    def nth(values: tuple[str, ...], i: int) -> str | None:
-        if not values:
-            return None
-        return values[0] if len(values) == 1 else values[i] if i < len(values) else None
-
-    found = [
-        Upstream(url, nth(settings.engine_model, i), nth(settings.engine_api_key, i))
-        for i, url in enumerate(urls)
-    ]
-    if settings.engines_file is not None:
-        found += read_engines_file(settings.engines_file).engines
-    return found
-
-
-def build_pool(
-    settings: Settings, engines: Sequence[Upstream], group: str = DEFAULT_GROUP
-) -> EnginePool:
-    return EnginePool(
-        [
-            RemoteEngine(
-                upstream,
-                context_window=settings.context_size,
-                connections=settings.engine_connections,
-                first_token_timeout=settings.first_token_timeout,
-                timeout=settings.engine_timeout,
-            )
-            for upstream in engines
-        ],
-        routing=settings.routing,
-        imbalance=settings.imbalance,
-        failures=settings.breaker_failures,
-        cooldown=settings.breaker_cooldown,
-        check_interval=settings.engine_check_interval,
-        counter=GgufCount(settings.tokenizer) if settings.tokenizer else None,
-        group=group,
-    )
