@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from kefu.limits.admission import DEFAULT_QUANTILE, DEFAULT_TTFT_SLO
+from kefu.limits.rate import Rate
 from kefu.settings.group import SettingsGroup
 
 
@@ -78,7 +79,5 @@ class LimitSettings(SettingsGroup):
     @field_validator("rate_limit")
     @classmethod
     def _rate_parses(cls, value: str) -> str:
-        from kefu.limits.rate import Rate
-
         Rate.parse(value)
         return value.strip()

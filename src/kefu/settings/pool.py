@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from pydantic import Field, field_validator
 
+from kefu.engine.engines_file import read_engines_file
+from kefu.fastpath.router import Intent
 from kefu.settings.group import SettingsGroup
 
 
@@ -93,11 +95,6 @@ class PoolSettings(SettingsGroup):
     def _engines_file_reads(cls, value: Path | None) -> Path | None:
         if value is None:
             return None
-        from typing import get_args
-
-        from kefu.engine.engines_file import read_engines_file
-        from kefu.fastpath.router import Intent
-
         known = get_args(Intent)
         for spec in read_engines_file(value).groups.values():  # its ValueError says what
             unknown = [i for i in spec.intents if i not in known and i != spec.name]

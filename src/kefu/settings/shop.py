@@ -7,7 +7,9 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from kefu.fastpath.hours import ServiceHours
 from kefu.settings.group import SettingsGroup
+from kefu.text.order_numbers import example_fits
 
 
 class ShopSettings(SettingsGroup):
@@ -61,8 +63,6 @@ class ShopSettings(SettingsGroup):
 
     @model_validator(mode="after")
     def _order_example_matches(self) -> Self:
-        from kefu.text.order_numbers import example_fits
-
         if not example_fits(self.order_example, self.order_pattern):
             raise ValueError(
                 f"order_example '{self.order_example}' is not what order_pattern "
@@ -90,7 +90,5 @@ class ShopSettings(SettingsGroup):
     @field_validator("service_hours")
     @classmethod
     def _hours_parse(cls, value: str) -> str:
-        from kefu.fastpath.hours import ServiceHours
-
         ServiceHours.parse(value)  # its ValueError names what is wrong
         return value
