@@ -12,7 +12,7 @@ from kefu.settings.group import SettingsGroup
 class SharedSettings(SettingsGroup):
     """Redis: state shared by replicas."""
 
-    heading: ClassVar[str] = "redis"
+    heading: ClassVar[str] = "Redis"
 
     redis: str | None = Field(
         None,

@@ -15,7 +15,7 @@ AES_KEY_LENGTH = 43  # an EncodingAESKey as WeChat's consoles show it (base64 of
 class WeChatSettings(SettingsGroup):
     """WeChat: an Official Account at /wechat/mp, WeChat Customer Service at /wechat/kf."""
 
-    heading: ClassVar[str] = "wechat"
+    heading: ClassVar[str] = "WeChat"
 
     wechat_app_id: str | None = Field(
         None,
