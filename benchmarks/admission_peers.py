@@ -18,7 +18,7 @@ Three parts, each server fresh for each row (bundled model, 2 threads, 8 slots):
   (refusals included) and, from the server's /stats, the answered requests' E2E p99.
 
     .venv/bin/python benchmarks/admission_peers.py --llama-server PATH [--aiperf PATH]
-        [--streams 1,8,16] [--aiperf-levels 8,32] [--no-wrk]
+        [--streams 1,8,16] [--repeat N] [--aiperf-levels 8,32] [--no-wrk]
 
 llama-server from the vendored sources:
     pip download llama-cpp-python==0.3.36 --no-deps --no-binary :all: && tar xzf ...
@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import re
+import statistics
 import subprocess
 import tempfile
 import time
@@ -221,14 +223,20 @@ def print_streams(rows: list[StreamsRow]) -> None:
         )
     print()
     for streams_count in sorted({r.streams for r in rows}):
-        by = {r.server: r for r in rows if r.streams == streams_count}
-        kefu, base = by.get("kefu defaults"), by.get("llama-server")
-        if kefu and base and base.tokens:
-            print(
-                f"{streams_count} streams: kefu / llama-server tok/s "
-                f"{(kefu.tokens / kefu.wall) / (base.tokens / base.wall):.2f}x, TTFT p99 "
-                f"{percentile(kefu.ttft, 99) / percentile(base.ttft, 99):.2f}x"
-            )
+        kefus = [r for r in rows if r.streams == streams_count and r.server == "kefu defaults"]
+        bases = [r for r in rows if r.streams == streams_count and r.server == "llama-server"]
+        pairs = [(k, b) for k, b in zip(kefus, bases, strict=False) if b.tokens and b.ttft]
+        if not pairs:
+            continue
+        speed = [(k.tokens / k.wall) / (b.tokens / b.wall) for k, b in pairs]
+        ttft = [percentile(k.ttft, 99) / percentile(b.ttft, 99) for k, b in pairs if k.ttft]
+        each = ""
+        if len(pairs) > 1:
+            each = f" (each pair: tok/s {' '.join(f'{x:.2f}' for x in speed)})"
+        print(
+            f"{streams_count} streams: kefu / llama-server tok/s {statistics.median(speed):.2f}x, "
+            f"TTFT p99 {statistics.median(ttft):.2f}x{each}"
+        )
 
 
 def run_aiperf(aiperf: Path, url: str, concurrency: int, tokenizer: Path) -> dict[str, Any]:
@@ -306,6 +314,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=32, help="requests per streams row")
     parser.add_argument("--aiperf-levels", default="8,32", help="aiperf concurrencies")
     parser.add_argument("--no-wrk", action="store_true", help="skip the wrk part")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="streams rows per server, alternating which goes first (this box's tok/s "
+        "moves by a third between runs: the median of the pairs' ratios is printed)",
+    )
     args = parser.parse_args()
     model_path = bundled_model_path()
     model = LlamaModel(model_path)
@@ -315,8 +330,10 @@ def main() -> None:
 
     rows: list[StreamsRow] = []
     print("/v1 streams, 64 tokens, a fresh server per row\n")
-    for count in [int(x) for x in args.streams.split(",")]:
-        for name, binary in servers:
+    for count, turn in itertools.product(
+        [int(x) for x in args.streams.split(",")], range(args.repeat)
+    ):
+        for name, binary in servers if turn % 2 == 0 else servers[::-1]:
             total = max(args.requests, 2 * count)
             if binary is None:
                 with kefu_process(ready_timeout=600) as (url, _):
