@@ -32,7 +32,7 @@ import httpx
 
 from answer_quality import DATA, Reply, post_chat
 from harness import kefu_server, percentile
-from kefu.service.timeline import STAGE_OF_MARK
+from kefu.observe.timeline import STAGE_OF_MARK
 
 DEMO_KB = Path(__file__).resolve().parent.parent / "src" / "kefu" / "knowledge" / "demo"
 FAST_KINDS = {"paraphrase", "order_status", "smalltalk"}

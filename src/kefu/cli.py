@@ -20,17 +20,16 @@ from kefu.observe.command import register as register_diagnose
 from kefu.plan.command import register as register_plan
 from kefu.settings import (
     GROUPS,
-    LIST_SEPARATOR,
     Settings,
     SettingsError,
     env_name,
     is_list_field,
     load_settings,
 )
+from kefu.settings.reference import default_text, flag
 
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+# A default longer than this is cut in --help (docs/configuration.md shows it whole).
+HELP_DEFAULT_CHARS = 40
 
 
 def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,24 +43,19 @@ def _add_setting_flag(section: argparse._ArgumentGroup, name: str, field: FieldI
     help_text = f"{field.description} [env {env_name(name)}; default: {_default(field)}]"
     if field.annotation is bool:
         section.add_argument(
-            _flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
+            flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
         )
     elif is_list_field(name):
         section.add_argument(
-            _flag(name), dest=name, action="append", metavar=name.upper(), help=help_text
+            flag(name), dest=name, action="append", metavar=name.upper(), help=help_text
         )
     else:
-        section.add_argument(_flag(name), dest=name, metavar=name.upper(), help=help_text)
+        section.add_argument(flag(name), dest=name, metavar=name.upper(), help=help_text)
 
 
 def _default(field: FieldInfo) -> str:
-    value = field.get_default(call_default_factory=True)
-    if value is None or value == ():
-        return "none"
-    if isinstance(value, tuple):
-        value = LIST_SEPARATOR.join(value)
-    text = str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    text = default_text(field)
+    return text if len(text) <= HELP_DEFAULT_CHARS else text[: HELP_DEFAULT_CHARS - 3] + "..."
 
 
 def build_parser() -> argparse.ArgumentParser:
