@@ -91,8 +91,7 @@ def first_look_may_serve(phrasings: int) -> bool:
 
     With one, it leaves the answer to the second look: words alone cannot tell a
     near miss, which keeps the question's words and changes one ("international" for
-    "domestic"), from a paraphrase, which keeps the meaning in other words (measured in
-    docs/ARCHITECTURE.md, "Fifth round").
+    "domestic"), from a paraphrase, which keeps the meaning in other words.
     """
     return phrasings > 1
 

@@ -59,7 +59,7 @@ log = logging.getLogger("kefu.admission")
 AdmissionPolicy = Literal["predicted", "queue"]
 
 # Seconds to the first token that ``predicted`` aims for (--ttft-slo): "acceptable" by the
-# field's thresholds (docs/ARCHITECTURE.md).
+# field's thresholds (``observe/diagnose.py``).
 DEFAULT_TTFT_SLO = 2.0
 # The quantile of the first-token time a prediction stands for.
 DEFAULT_QUANTILE = 0.9

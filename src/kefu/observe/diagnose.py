@@ -1,6 +1,6 @@
 """Where does the latency live? A verdict a person acts on, from a ``/stats`` summary (pure).
 
-Thresholds are the ones operators in the field use (docs/ARCHITECTURE.md):
+Thresholds are the ones operators in the field use (README.md, "Observe"):
 TTFT < 500 ms excellent, < 1 s good, < 2 s acceptable, else poor; queue wait
 over 30 % of E2E means compute is saturated; a timeout error rate over 1 % is a
 fault; TTFT that grows with the turn number means context management is off.
