@@ -10,23 +10,19 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import functools
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
 from kefu.commands.data_dir import chosen_data_dir, data_dir_option
-from kefu.errors import KefuError
+from kefu.commands.guard import EXIT_ERROR, guarded
 from kefu.faq.command import register as register_faq
 from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.importers import SUFFIXES, parse_file
 from kefu.knowledge.misses import MISSES_FILE, STATES, MissLog
 from kefu.knowledge.review import accept, review
-from kefu.settings import SettingsError
 
-EXIT_ERROR = 2
 DB_NAME = "knowledge.db"
 
 
@@ -155,25 +151,10 @@ def _open(args: argparse.Namespace) -> KnowledgeBase:
     return KnowledgeBase.open(chosen_data_dir(args) / DB_NAME, StaticEmbedder())
 
 
-def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """One line on stderr and exit status 2 for an error the user can fix."""
-
-    @functools.wraps(fn)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except (KefuError, SettingsError) as exc:
-            message = exc.message if isinstance(exc, KefuError) else str(exc)
-            print(f"kefu kb: error: {message}", file=sys.stderr)
-            return EXIT_ERROR
-
-    return run
-
-
 def _with_kb(
     command: Callable[[argparse.Namespace, KnowledgeBase, Path], int],
 ) -> Callable[[argparse.Namespace], int]:
-    @_guarded
+    @guarded("kb")
     def run(args: argparse.Namespace) -> int:
         kb = _open(args)
         try:
@@ -185,28 +166,24 @@ def _with_kb(
 
 
 def stderr_bar(label: str) -> Callable[[int, int], None]:
-    return _progress_bar(label, sys.stderr)
-
-
-def _progress_bar(label: str, stream: TextIO) -> Callable[[int, int], None]:
     def show(done: int, total: int) -> None:
         width = 30
         filled = width * done // max(total, 1)
-        stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
         if done >= total:
-            stream.write("\n")
-        stream.flush()
+            sys.stderr.write("\n")
+        sys.stderr.flush()
 
     return show
 
 
-@_guarded
+@guarded("kb")
 def run_import(args: argparse.Namespace) -> int:
     parsed = [(path, parse_file(path)) for path in args.files]  # all checked before any write
     kb = _open(args)
     try:
         for path, entries in parsed:
-            bar = _progress_bar(f"embedding {path.name}", sys.stderr)
+            bar = stderr_bar(f"embedding {path.name}")
             change = kb.add(entries, progress=bar)
             print(
                 f"imported {len(entries)} ({len(change.added)} added, "
@@ -222,7 +199,7 @@ def short(text: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-@_guarded
+@guarded("kb")
 def run_list(args: argparse.Namespace) -> int:
     kb = _open(args)
     try:
@@ -238,7 +215,7 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-@_guarded
+@guarded("kb")
 def run_search(args: argparse.Namespace) -> int:
     kb = _open(args)
     try:
@@ -266,7 +243,7 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
-@_guarded
+@guarded("kb")
 def run_misses(args: argparse.Namespace) -> int:
     path = chosen_data_dir(args) / MISSES_FILE
     if not path.exists():
@@ -308,7 +285,7 @@ def run_misses(args: argparse.Namespace) -> int:
 def _reviewing(
     command: Callable[[argparse.Namespace, KnowledgeBase, MissLog], int],
 ) -> Callable[[argparse.Namespace], int]:
-    @_guarded
+    @guarded("kb")
     def run(args: argparse.Namespace) -> int:
         path = chosen_data_dir(args) / MISSES_FILE
         if not path.exists():
@@ -334,7 +311,7 @@ def run_accept(args: argparse.Namespace, kb: KnowledgeBase, log: MissLog) -> int
     return 0
 
 
-@_guarded
+@guarded("kb")
 def run_reject(args: argparse.Namespace) -> int:
     path = chosen_data_dir(args) / MISSES_FILE
     log = MissLog(path)
@@ -359,7 +336,7 @@ def run_review(args: argparse.Namespace, kb: KnowledgeBase, log: MissLog) -> int
     return 0
 
 
-@_guarded
+@guarded("kb")
 def run_remove(args: argparse.Namespace) -> int:
     kb = _open(args)
     try:

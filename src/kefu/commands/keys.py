@@ -14,12 +14,11 @@ from typing import TypeVar
 from kefu.auth.keys import ApiKey, KeyStore, SqliteKeyStore, new_key
 from kefu.auth.principal import DEFAULT_SCOPES, SCOPES
 from kefu.commands.data_dir import chosen_data_dir, data_dir_option
-from kefu.errors import KefuError
+from kefu.commands.guard import guarded
 from kefu.limits.rate import Rate
-from kefu.settings import SettingsError, load_settings
+from kefu.settings import load_settings
 
 T = TypeVar("T")
-EXIT_ERROR = 2
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,25 +56,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "publishable key), api = /v1 and reading the knowledge base, admin = everything, "
         "the agent desk included",
     )
-    create.set_defaults(run=_guarded(run_create))
+    create.set_defaults(run=guarded("keys", ValueError)(run_create))
     listing = keys.add_parser("list", parents=[where], help="the keys, without their secrets")
     listing.add_argument("--json", action="store_true", help="one JSON object per key")
-    listing.set_defaults(run=_guarded(run_list))
+    listing.set_defaults(run=guarded("keys", ValueError)(run_list))
     revoke = keys.add_parser("revoke", parents=[where], help="stop a key from working")
     revoke.add_argument("id", metavar="ID", help="the key's id (from kefu keys list)")
-    revoke.set_defaults(run=_guarded(run_revoke))
-
-
-def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except (KefuError, SettingsError, ValueError) as exc:
-            message = exc.message if isinstance(exc, KefuError) else str(exc)
-            print(f"kefu keys: error: {message}", file=sys.stderr)
-            return EXIT_ERROR
-
-    return run
+    revoke.set_defaults(run=guarded("keys", ValueError)(run_revoke))
 
 
 def _with_store(args: argparse.Namespace, work: Callable[[KeyStore], Awaitable[T]]) -> T:
