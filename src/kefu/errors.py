@@ -80,7 +80,7 @@ class SessionConflict(RequestError):
     code = "session_conflict"
 
 
-# Auth and limits (issue 19): a 401 or 403 names the reason, never the key or token.
+# Auth and limits: a 401 or 403 names the reason, never the key or token.
 class Unauthenticated(RequestError):
     code = "unauthenticated"
 

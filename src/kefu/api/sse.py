@@ -53,9 +53,9 @@ async def open_event_stream(
     comment frame goes out whenever the next event takes longer than that many seconds.
     ``head``: the status and extra headers the first event calls for (default 200).
     ``last``: whether a first event is the only one (a refusal's): then the whole
-    response goes out at once, in the same turn of the event loop. Streamed, each frame
-    waited for every other request's turn: in a burst of a hundred, refusals that were
-    ready in milliseconds reached the wire 70-150 ms later.
+    response goes out at once, in the same turn of the event loop: streamed, each frame
+    would wait for every other request's turn, and in a burst a refusal ready in
+    milliseconds would reach the wire tens of milliseconds later.
     """
     first = await anext(events)
     status, headers = head(first) if head is not None else (200, {})

@@ -90,9 +90,9 @@ def make_client(
 
 
 # httpcore's pool scans all its connections for each request it places (O(connections x
-# requests), encode/httpcore#1035). One pool for 100 users spent 5.3 s of a 12 s run's CPU
-# there, and refusals the server sent within 60 ms were timed at up to 2 s: the generator,
-# not the server, was measured. Spread over 32 pools, 100 users keep ~3 connections each.
+# requests), encode/httpcore#1035). With one pool for 100 users that scan takes much of a
+# run's CPU and times refusals sent within milliseconds at up to seconds: it measures the
+# generator, not the server. Spread over 32 pools, 100 users keep ~3 connections each.
 CLIENT_SHARDS = 32
 
 

@@ -1,7 +1,7 @@
 """Model groups: several pools of remote engines, one per model, behind one Engine.
 
-Seed 003's shop split FAQ, orders and logistics onto three 1B models behind a small intent
-classifier (2.4 GB in all where one 7B took 6 GB, 85 qps instead of 49). Here each group is
+A shop may serve FAQ, orders and logistics with three small models behind an intent
+classifier instead of one big model: less memory, more throughput. Each group is
 an ``EnginePool`` with its own routing and breakers; ``GenerationRequest.group`` says which
 answers. Which group a request goes to is the service's choice (``service/groups.py``: by
 the turn's intent, by the /v1 model name); this class only holds them and names them.

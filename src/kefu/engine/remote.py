@@ -323,7 +323,7 @@ class RemoteEngine:
         if reply.finish_reason is None and reply.data_lines == 0:
             # A 200 whose stream ended cleanly with nothing in it: the engine declined this
             # request streamed. Another engine of the kind would too, and counting it
-            # against the breaker let one client's requests take the whole pool out.
+            # against the breaker would let one client's requests take the whole pool out.
             raise InvalidRequest(
                 f"engine {self.name} answered with an empty stream: it does not take this "
                 "request streamed, and kefu always streams from its engines "

@@ -39,8 +39,8 @@ class Hold:
 class Ticket:
     """A request let through the door (``Admission.check``) that has not taken its slot
     yet: it builds its prompt meanwhile, and the requests after it count that prompt as
-    ahead of theirs. A cold start's burst all passed the door before the first took its
-    slot, built 61 prompts on the 2-core box, and was refused at the slots ~80 ms later."""
+    ahead of theirs. Uncounted, a cold start's burst would all pass the door before the
+    first took its slot, build every prompt, and be refused at the slots."""
 
     judgement: Judgement | None = None
 

@@ -3,9 +3,8 @@ outcomes' miss rate, fitted as a curve that never falls as the estimate grows (i
 regression, pool-adjacent-violators).
 
 A refusal is a claim that the request would miss. A quantile of the first-token time past
-the SLO claims only that it might: a p90 past the SLO refused requests whose first token
-had a one-in-ten chance of coming late, and at twice the engine's capacity 8-30 % of the
-would-be refusals made the SLO. The curve says how often requests estimated like this
+the SLO claims only that it might: a p90 past the SLO refuses requests whose first token
+has a one-in-ten chance of coming late. The curve says how often requests estimated like this
 one did miss; admission refuses where that share is high (``MISS_CONFIDENCE``), and the
 line's deadline turns the rest that would miss into a refusal before their slot.
 

@@ -10,10 +10,10 @@ Three uses:
   acts on is the estimate times a quantile of the recent ratios: a conformal correction,
   not a formula's upper bound. It is measured where it is used: on outcomes whose estimate
   was at least ``near`` (a quarter of the SLO), where refusals are decided. A short
-  estimate is mostly an engine step's floor, and its ratio says little of a long wait's:
-  on a fake engine with 50 ms tokens, lone requests came at 4x their estimates, and that
-  factor applied to 1.3 s slot waits refused 16 requests that all made the SLO. Until
-  ``MIN_OUTCOMES`` such outcomes exist the estimate stands as it is.
+  estimate is mostly an engine step's floor, and its ratio says little of a long wait's
+  (lone requests may come at several times their estimates; that factor applied to a
+  slot wait would refuse requests that make the SLO). Until ``MIN_OUTCOMES`` such outcomes
+  exist the estimate stands as it is.
 - **The refusal rule** (``says_refuse``). Past the SLO, a request is refused where the
   recent requests estimated alike mostly missed (``miss_curve.py``), or, beyond what the
   outcomes reach (before ``MIN_OUTCOMES`` near the SLO, everywhere), where the prediction
@@ -24,10 +24,10 @@ Three uses:
   (``--admission-shadow`` admits every request to measure both errors in one run).
 
 A request whose wait in line ran out (QueueTimeout) missed the SLO; its realized time is
-when it gave up, a lower bound (censored). Taken as exact, those lower bounds (2 s where
-the estimate said 3) taught the correction that long waits came sooner than estimated,
-and the predictions that followed let in requests that then missed; the correction's
-quantile is a Kaplan-Meier estimate, which counts a censored ratio as "at least this".
+when it gave up, a lower bound (censored). Taken as exact, those lower bounds would
+teach the correction that long waits come sooner than estimated, and let in requests
+that then miss; so the correction's quantile is a Kaplan-Meier estimate, which counts a
+censored ratio as "at least this".
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ NEAR_SHARE = 0.25
 # How far past the SLO a prediction must lie to refuse on itself alone, where too few
 # outcomes were estimated that long for the miss curve to say anything (under overload the
 # requests estimated longest are refused, so their outcomes never come; on a fresh server
-# there are none: admitting everything there, a fresh 60-user /chat burst read 8 long
-# first turns at once and every one of them missed).
+# there are none, and admitting everything there, a burst reads its long first turns at
+# once and every one of them misses).
 FAR_MARGIN = 2.0
 # /metrics buckets of realized ÷ predicted.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)

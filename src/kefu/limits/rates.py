@@ -164,11 +164,10 @@ class Lateness:
     it waited to join, the decodes read beside its prompt. The line is fitted to prompts
     read one after another (a prompt read in the same step as the one before it reads in
     no time), so it says how long a line of prompts takes, not how long one granted now
-    waits for its first token; a request let wait until the line said it would just make
-    the SLO then missed it. Measured from the slot on every request: from when the
-    engine began on the prompt (the waits behind prompts granted together uncounted), 1
-    of 42 accepted missed at twice the capacity, and counted only on requests that had
-    waited in line (too few in a 30 s run), 8 of 59; from the slot, 0 in five runs."""
+    waits for its first token: a request let wait until the line said it would just make
+    the SLO would miss it. Measured from the slot, on every request: counted from when the
+    engine began on the prompt, it would leave out the waits behind prompts granted
+    together; counted only on requests that waited in line, a short run has too few."""
 
     def __init__(self, kept: int = LATENESS_KEPT) -> None:
         self._recent: deque[float] = deque(maxlen=kept)
@@ -213,9 +212,9 @@ class ServiceRate:
     def frees_in(self, age: float, emitted: int = 0, limit: int | None = None) -> float:
         """Seconds until a running request frees its slot, ``age`` seconds after it took it
         and ``emitted`` tokens into its reply (of at most ``limit``). Once it sends tokens,
-        its tokens still to come at the recent gap between two: taken as ``service - age``
-        alone, a reply 0.2 s from its end and one just begun were alike whenever their
-        ages were. Before: what is left of a mean hold; before any completion, as long
+        its tokens still to come at the recent gap between two (``service - age`` alone
+        would take a reply 0.2 s from its end and one just begun as alike whenever their
+        ages are). Before: what is left of a mean hold; before any completion, as long
         again as it has held."""
         gap = self.token_gap.value
         if emitted and gap is not None and len(self.lengths):

@@ -31,8 +31,7 @@ EMAIL = re.compile(r"\b[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}\b")
 # Clauses: an order number is read per clause, so every one a message names is kept.
 # A separator is tried only where its run of punctuation or of spaces begins (the
 # lookbehinds; the first leaves the newline out, as a separator before may end in one).
-# Tried at every character of a run, as before, 100k spaces took a minute; the splits
-# are the same.
+# Tried at every character of a run, 100k spaces take a minute; the splits are the same.
 _CLAUSE = re.compile(
     r"(?<![,;.!?，。；！？、])[,;.!?\n，。；！？、]+(?:\s+|$)|(?<!\s)\s+(?:and|or)\s+"
 )
@@ -44,8 +43,8 @@ def merge_facts(
     known: Mapping[str, list[str]],
     messages: Iterable[ChatMessage],
     *,
-    order_pattern: str,
-    order_example: str,
+    order_pattern: str | None,
+    order_example: str | None,
 ) -> Facts:
     """``known`` plus what the customer's messages among ``messages`` state."""
     facts: Facts = {kind: list(values) for kind, values in known.items()}

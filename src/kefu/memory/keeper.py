@@ -11,7 +11,7 @@ quoting the customer (``extractive.py``) are saved at once, so the memory is rea
 for the next turn however busy the engine is. Then the next prompt's new start is
 prefilled, so the prefix cache has it while the customer reads the reply: a customer's
 request, not background work, because the next turn reads those tokens anyway (moved,
-not added), and in idle steps only they were never read in time on a busy engine.
+not added), and in idle steps alone a busy engine would not read them in time.
 The model's own summary is ``background`` work (the embedded engine runs it only in
 steps with no customer) and replaces the quotes when it comes, prefilled in turn.
 Engine work is given up when the next fold is due: the memory it was for is out of date.
@@ -59,8 +59,8 @@ class MemoryPolicy:
     every: int  # turns between updates (--memory-every)
     summary_tokens: int  # the summary's length cap (--summary-tokens)
     timeout: float  # seconds one update may take (--summary-timeout)
-    order_pattern: str
-    order_example: str
+    order_pattern: str | None
+    order_example: str | None
     persona: str
 
     @property

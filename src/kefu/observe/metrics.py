@@ -106,7 +106,7 @@ class Metrics:
             ["kind"],
             registry=r,
         )
-        # Auth, limits and Redis (issue 19).
+        # Auth, limits and Redis.
         self.auth_failures = Counter(
             "kefu_auth_failures",
             "Requests refused by auth, by reason (missing, unknown_key, revoked, expired, "

@@ -1,9 +1,8 @@
 """Several small models (kefu's model groups, one per intent) against one big model.
 
-Seed 003: a 7B model took 6 GB, and the team split FAQ, orders and logistics onto three 1B
-models behind a small intent classifier: 2.4 GB in all, 85 qps instead of 49. ``--split
-MODEL=SHARE`` plans each small model on its share of the traffic, on every device, beside
-the ``--model`` plan:
+Three 1B models behind an intent classifier (FAQ, orders, logistics) in place of one 7B take
+less memory and may serve more. ``--split MODEL=SHARE`` plans each small model on its share
+of the traffic, on every device, beside the ``--model`` plan:
 
 - separate: each group on cards of its own (kefu's groups are separate pools), so a group
   needs at least one replica however little it carries;

@@ -1,4 +1,4 @@
-"""What a session store keeps and the interface every store (SQLite now, Redis later) offers."""
+"""What a session store keeps and the interface every store (SQLite, Redis) offers."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class SessionMemory:
-    """What a long conversation keeps of the turns that left the prompt (issue 21)."""
+    """What a long conversation keeps of the turns that left the prompt."""
 
     summary: str = ""
     # Kept verbatim, by kind: "order_numbers", "sizes", "emails", "language", "opening".

@@ -24,8 +24,8 @@ from kefu.engine.bundled import ModelLoadError
 logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
 
 # Tokens the tokenizer's memo keeps (~36 B each as a tuple of ints: ~1 MiB). Bounded by
-# tokens, not prompts: 256 prompts of a long conversation each were ~20 MiB, and the soak
-# saw the memo still growing at minute 30 as conversations lengthened.
+# tokens, not prompts: 256 prompts of a long conversation are ~20 MiB, and a count of
+# prompts keeps growing in memory as conversations lengthen.
 TOKEN_MEMO_TOKENS = 32_768
 
 # ChatML, for GGUF files that carry no template of their own.

@@ -2,9 +2,9 @@
 left, and host memory keeps copies of finished prefixes.
 
 Every slot has a KV stream of its own (llama.cpp's non-unified cache): a decode attends
-only over its own stream's cells. In one unified pool every sequence's attention spanned
-every used cell, masked or not, kept prefixes included (16k kept tokens slowed decoding by
-60 %; 8 streams ran at 0.87-0.94x llama-server's tokens/s). A stream keeps its last
+only over its own stream's cells. In one unified pool every sequence's attention would span
+every used cell, masked or not, kept prefixes included, so kept conversations would slow
+everyone's decoding (docs/benchmarks.md). A stream keeps its last
 sequence's KV when that sequence ends, and the next prompt that starts the same way (the
 same conversation's next turn, the persona every request shares) is given that stream and
 prefills only what is new. A copy of each finished prefix goes to host memory
