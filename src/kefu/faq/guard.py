@@ -43,7 +43,7 @@ from typing import Protocol
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import AnswerGroup
 from kefu.knowledge.vocabulary import is_catalogue
-from kefu.text import lexicon, places
+from kefu.text import lexicon, packs, places
 from kefu.text.entities import Salient
 from kefu.text.frame import swapped
 from kefu.text.message import Message, as_message
@@ -96,75 +96,35 @@ NEAR_ENOUGH = 0.7
 # about something the shop talks about elsewhere ("the wrong bank account").
 OFF_TOPIC_WORDS = 1
 
-# Words that say nothing about the topic: function words and the generic verbs and
-# fillers of customer messages. Only these may be missing from the knowledge base.
-_GENERIC_WORDS = """
-a an the is are was were be been being am do does did done doing i you we they he she it
-my your our me us them their to of in on for at by with from and or but if so as can
-could would should will shall may might must how what when where why which who whom
-whose this that these those there here have has had having get got gets getting not no
-yes please pls plz hi hello hey any some much many more most very just also about into
-out up down over than then too its it's i'm i've i'd i'll you're we're don't can't won't
-isn't aren't doesn't didn't wasn't weren't haven't hasn't couldn't wouldn't shouldn't
-dont cant didnt wont doesnt isnt wasnt werent arent havent hasnt couldnt wouldnt
-shouldnt im ive id youre were theyre thats whats what's u ur thing things stuff
-something someone anyone anything nothing want wanted wants need needed needs know tell
-say says said come came comes go going goes gone went put give gave take took make made
-look see saw find found help keep keeps still again now today tomorrow yesterday right
-ok okay thanks thank guys way really actually already yet even ever only own other else
-another same new old good bad big small lot lots bit time times day days week weeks
-month months long soon ago back like well let lets sure mine yours one ones all every
-each both either first second third fourth fifth last next previous
-"""
-_GENERIC_ZH = """
-怎么 怎样 怎么样 如何 什么 为什么 为啥 咋 咋办 怎么办 哪 哪里 哪儿 哪个 哪些 多少 几 吗 呢 吧
-啊 呀 哦 嘛 么 了 的 地 得 着 过 是 不 没 没有 有 在 我 我们 你 你们 您 他 她 它 他们 这 那
-这个 那个 这些 那些 要 想 能 可以 可 会 还 还是 就 都 也 和 跟 与 或 或者 请 请问 一下 一个 个
-好 谢谢 现在 今天 明天 昨天 但是 如果 因为 所以 办 给 让 被 把 对 从 到 去 来 说 问 知道
-需要 一 些 下 上 多 少 很 太 最 更 已经 刚 刚刚 才 再 又 等 呗 行 行不行 能不能 可不可以
-有没有 是不是 一直 还有 东西 事 事情 问题 情况 时候 一点 有点 帮 帮忙 帮我 麻烦 自己 一定
-多长 多久 问问 看看 一样 先 然后
-"""
-# A colour is a detail of what was asked (the wrong colour came), never its topic.
-_COLOURS = """
-red orange yellow green blue purple pink brown black white grey gray beige navy cream
-红色 橙色 黄色 绿色 蓝色 紫色 粉色 棕色 黑色 白色 灰色 米色
-"""
-GENERIC = frozenset(_GENERIC_WORDS.split() + _GENERIC_ZH.split() + _COLOURS.split())
-_SUFFIXES = ("ings", "ing", "ies", "ed", "es", "s", "er", "ly")
-# "I don't need X, I ...", 我不是要X，就想…: the message names a topic to set it aside.
+# The language packs' words and patterns (kefu.text.packs: each pack's guard.toml).
+# GENERIC: words that say nothing about the topic (function words, the generic verbs and
+# fillers of customer messages, colours); only these may be missing from the knowledge base.
+GENERIC = frozenset(packs.joined("guard", "generic") + packs.joined("guard", "colours"))
+# The likely other inflections of a Latin word (lamps ~ lamp, returned ~ returns).
+_SUFFIXES = packs.joined("guard", "inflection", "suffixes")
+_STEM_ENDINGS = packs.joined("guard", "inflection", "stem_endings")
+_WORD_ENDINGS = packs.joined("guard", "inflection", "word_endings")
+_CLAUSE_BREAK = re.escape("".join(packs.joined("guard", "clause_breaks")))
+
+# "I don't need X, I ...", 我不是要X，就想…: the message names a topic to set it aside,
+# then goes on past a clause break.
 _DENIAL = re.compile(
-    r"(?:\b(?:do not|don't|dont|am not|i'm not|im not)\s+(?:need|want|asking|looking)\b"
-    r"|(?<!是)不是(?:要|想|问)|并不是|不需要)"
-    r"[^,.;!?，。；！？]*[,.;!?，。；！？]\s*\S",
+    rf"(?:{packs.any_pattern('guard', 'denial')})[^{_CLAUSE_BREAK}]*[{_CLAUSE_BREAK}]\s*\S",
     re.IGNORECASE,
 )
-
-# "Do you sell sofa legs?", "does it come in other colours?", 你们卖沙发套吗: a question
-# about the catalogue, which an FAQ answers only when it is itself about what the shop
-# sells (not its care or returns).
-_SELLS = re.compile(
-    r"\b(?:sell|sells|selling)\b|\bdo you (?:stock|carry)\b|\bavailable in\b"
-    r"|\b(?:does|do) (?:it|they|this|that|these|those) come in\b"
-    r"|(?<!拍)卖(?![家完光])|出售|有货|(?:别的|其他|其它)(?:颜色|尺寸|尺码|款式)",
-    re.IGNORECASE,
-)
-
-# "Which duvet size should I buy?", "what size duvet fits a queen bed?", 推荐一款…: advice
-# on what to buy, which a policy answer that shares the product's words (exchanging a
-# duvet) does not give.
-_ADVICE = re.compile(
-    r"\b(?:which|what) (?:\w+ ){0,2}(?:should|would you|do you recommend|to (?:buy|get|choose))\b"
-    r"|\b(?:which|what) size\b|\brecommend|\bsuitable for\b|推荐|适合|选哪|哪款好|哪个好|配多大",
-    re.IGNORECASE,
-)
+# "Do you sell sofa legs?", 你们卖沙发套吗: a question about the catalogue, which an FAQ
+# answers only when it is itself about what the shop sells (not its care or returns).
+_SELLS = re.compile(packs.any_pattern("guard", "sells"), re.IGNORECASE)
+# "Which duvet size should I buy?", 推荐一款…: advice on what to buy, which a policy
+# answer that shares the product's words (exchanging a duvet) does not give.
+_ADVICE = re.compile(packs.any_pattern("guard", "advice"), re.IGNORECASE)
 
 # Days and months: a detail of when, like a number; the general answer covers any of
 # them ("if I order on a Wednesday can it come the same day?").
 _WHEN = frozenset(lexicon.WEEKDAYS_EN) | frozenset(
-    prefix + day for prefix in ("周", "星期", "礼拜") for day in lexicon.WEEKDAYS_ZH
+    prefix + day for prefix in lexicon.WEEKDAY_PREFIXES_ZH for day in lexicon.WEEKDAYS_ZH
 )
-_WHEN_NAMES = frozenset(lexicon.WEEKDAYS_EN.values())
+_WHEN_NAMES = frozenset(lexicon.WEEKDAYS_EN.values()) | frozenset(lexicon.WEEKDAYS_ZH.values())
 
 
 class Lexicon(Protocol):
@@ -181,10 +141,10 @@ def _forms(word: str) -> list[str]:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) > len(suffix) + 2:
             stem = word[: -len(suffix)]
-            forms += [stem, stem + "s", stem + "e", stem + "es", stem + "y"]
+            forms += [stem, *(stem + ending for ending in _STEM_ENDINGS)]
             if len(stem) > 2 and stem[-1] == stem[-2]:  # cancelled ~ cancel, shipping ~ ship
                 forms.append(stem[:-1])
-    forms += [word + "s", word + "es", word + "ed", word + "ing"]
+    forms += [word + ending for ending in _WORD_ENDINGS]
     return forms
 
 
