@@ -34,7 +34,7 @@ from answer_quality import DATA, Reply, post_chat
 from harness import kefu_server, percentile
 from kefu.observe.timeline import STAGE_OF_MARK
 
-DEMO_KB = Path(__file__).resolve().parent.parent / "src" / "kefu" / "knowledge" / "demo"
+DEMO_KB = Path(__file__).resolve().parent.parent / "src" / "kefu" / "demo" / "kb"
 FAST_KINDS = {"paraphrase", "order_status", "smalltalk"}
 GENERAL_KINDS = {"out_of_scope", "near_miss"}
 SECOND_LOOK = "faq (second look)"  # the transformer's answers: tens of ms, not one

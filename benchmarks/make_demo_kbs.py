@@ -13,7 +13,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from kefu.knowledge.base import demo_entries
+from kefu import demo
 from kefu.knowledge.entries import answer_key
 
 DATA = Path(__file__).parent / "data"
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--split", default="dev", help="dev, or fresh: answer_quality_fresh.csv")
     args = parser.parse_args()
     groups: dict[str, list[tuple[str, str, str]]] = {}
-    for entry in demo_entries():
+    for entry in demo.entries():
         if entry.kind == "faq":
             row = (entry.question, entry.answer, entry.category or "")
             groups.setdefault(answer_key(entry.answer), []).append(row)

@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 
 from harness import percentile
-from kefu.knowledge.base import KnowledgeBase, demo_entries
+from kefu import demo
+from kefu.knowledge.base import KnowledgeBase
 from kefu.knowledge.bm25 import K1, B, entry_terms, terms_of
 from kefu.knowledge.embedder import Embedder, StaticEmbedder, Vectors
 from kefu.knowledge.entries import KbEntry, answer_key
@@ -133,7 +134,7 @@ def synthetic(n: int, seed: int = 1) -> list[KbEntry]:
     """n entries, alternately English and Chinese, words Zipf-weighted from the demo."""
     rng = random.Random(seed)
     vocab: dict[str, list[str]] = {"en": [], "zh": []}
-    for entry in demo_entries():
+    for entry in demo.entries():
         text = entry.question + " " + entry.answer
         if entry.lang == "en":
             vocab["en"].extend(text.lower().split())
@@ -270,7 +271,7 @@ class Scores:
 def answers() -> dict[str, str]:
     """Normalised demo question -> normalised answer. An entry is its answer: the demo
     keeps several phrasings (questions) per answer, and any of them answers right."""
-    return {normalize(e.question): answer_key(e.answer) for e in demo_entries()}
+    return {normalize(e.question): answer_key(e.answer) for e in demo.entries()}
 
 
 def evaluate(kb: KnowledgeBase, data: Sequence[dict[str, str]]) -> Scores:
@@ -300,7 +301,7 @@ def evaluate(kb: KnowledgeBase, data: Sequence[dict[str, str]]) -> Scores:
 def demo_kb(tmp: str, name: str, embedder: Embedder) -> tuple[KnowledgeBase, float]:
     t0 = time.perf_counter()
     kb = KnowledgeBase.open(Path(tmp) / f"{name}.db", embedder)
-    kb.load_demo()
+    kb.add(demo.entries())
     return kb, time.perf_counter() - t0
 
 

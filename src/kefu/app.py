@@ -14,6 +14,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
+from kefu import demo
 from kefu.api import health, observe, web
 from kefu.api.agent import routes as agent
 from kefu.api.chat import routes as chat
@@ -34,7 +35,7 @@ from kefu.engine.remote import RemoteEngine, Upstream
 from kefu.engine.token_count import GgufCount
 from kefu.errors import KefuError, StateUnavailable
 from kefu.fastpath.hours import ServiceHours
-from kefu.fastpath.orders import HttpOrders, OrderBackend, SqliteOrders
+from kefu.fastpath.orders import OrderBackend, OrderContext, open_backend
 from kefu.heap import trim_every
 from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.second_look import E5Transformer
@@ -156,12 +157,15 @@ def _judge_engine(settings: Settings, serving: Engine) -> Engine | None:
 def create_app(settings: Settings, engine_factory: EngineFactory = build_engine) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        demo_in_use = demo.in_use(settings)
+        # What the turns read: the demo's shop values where it is in use and left unset.
+        shop = demo.applied(settings) if demo_in_use else settings
         engine = engine_factory(settings)
         warn_if_insecure(settings)
         state = open_state(settings)
         store = state.store
         runtime = Runtime(
-            settings=settings,
+            settings=shop,
             engine=engine,
             store=store,
             admission=Admission(
@@ -174,7 +178,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
                 quantile=settings.admission_quantile,
             ),
             locks=state.locks,
-            hours=ServiceHours.parse(settings.service_hours),
+            hours=ServiceHours.parse(shop.service_hours),
             events=state.events,
             access=state.access,
         )
@@ -200,11 +204,12 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         fast_path = None
         if settings.fast_path:
             fast_path = FastPath(
-                settings,
+                shop,
                 embedder_factory=StaticEmbedder,
-                orders=await _open_orders(settings),
+                orders=await _open_orders(shop, demo_in_use),
                 hours=runtime.hours,
                 transformer_factory=E5Transformer,
+                demo_in_use=demo_in_use,
             )
             judge = _judge_engine(settings, engine)
             if judge is not None:
@@ -301,18 +306,19 @@ def _report(scope: Scope, request_id: str, status: int, timeline: Timeline) -> N
     )
 
 
-async def _open_orders(settings: Settings) -> OrderBackend:
-    if settings.order_backend == "http":
-        assert settings.order_api_url is not None  # the settings check it
-        return HttpOrders(settings.order_api_url)
-    orders = SqliteOrders(settings.data_dir / "orders.db", demo=settings.demo_kb)
-    await orders.open()
-    return orders
+async def _open_orders(settings: Settings, demo_in_use: bool) -> OrderBackend:
+    """The backend --order-backend names (kefu's own or a package's), opened."""
+    context = OrderContext(
+        data_dir=settings.data_dir,
+        api_url=settings.order_api_url,
+        sample_orders=demo.sample_orders if demo_in_use else None,
+    )
+    return await open_backend(settings.order_backend, context)
 
 
 async def _freeze_when_started(starts: list[asyncio.Task[None]]) -> None:
     """Once the model and the knowledge base are loaded, move what loading made (about
-    90 000 objects with the demo, jieba's 350 000-word dictionary among them) out of the
+    90 000 objects with the demo shop, jieba's 350 000-word dictionary among them) out of the
     garbage collector's sight. A full collection otherwise walks all of it, stopping
     every request for 100-120 ms (one did under benchmarks/fast_path.py); frozen, it
     takes 0.3 ms. What requests make is still collected. The lifespan's end unfreezes."""

@@ -26,7 +26,7 @@ from kefu.settings import (
     is_list_field,
     load_settings,
 )
-from kefu.settings.reference import default_text, flag
+from kefu.settings.reference import default_text, flag, is_switch
 
 # A default longer than this is cut in --help (docs/configuration.md shows it whole).
 HELP_DEFAULT_CHARS = 40
@@ -41,7 +41,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser) -> None:
 
 def _add_setting_flag(section: argparse._ArgumentGroup, name: str, field: FieldInfo) -> None:
     help_text = f"{field.description} [env {env_name(name)}; default: {_default(field)}]"
-    if field.annotation is bool:
+    if is_switch(field):
         section.add_argument(
             flag(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
         )

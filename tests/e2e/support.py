@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,10 +64,17 @@ class Stopped:
 class KefuServer:
     """``python -m kefu serve`` on a free port; ``restart`` keeps the port and the data dir."""
 
-    def __init__(self, data_dir: Path, log_path: Path, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})  # beside the caller's, e.g. a plugin's PYTHONPATH
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -94,6 +101,7 @@ class KefuServer:
         # Settings come from flags only: a KEFU_* variable in the caller's shell must not leak in.
         env = {k: v for k, v in os.environ.items() if not k.startswith("KEFU_")}
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.env)
         self._log = self.log_path.open("ab")
         self._log.write(f"\n=== start: {' '.join(self.command())}\n".encode())
         self._log.flush()

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kefu.fastpath.demo_orders import demo_orders
+from kefu import demo
 from tests.e2e.conftest import CHAT_MAX_TOKENS
 from tests.e2e.support import KefuServer, chat_stream, sse_frames
 
@@ -46,8 +46,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def demo(lang: str) -> list[dict[str, str]]:
-    text = resources.files("kefu.knowledge").joinpath(f"demo/shop_{lang}.csv").read_text("utf-8")
+def demo_rows(lang: str) -> list[dict[str, str]]:
+    text = resources.files("kefu.demo").joinpath(f"kb/shop_{lang}.csv").read_text("utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 
@@ -106,7 +106,7 @@ def answer_counts(http: httpx.Client) -> dict[str, float]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_demo_question_is_answered_from_the_kb(http: httpx.Client, lang: str) -> None:
-    entry = demo(lang)[0]
+    entry = demo_rows(lang)[0]
     answer = chat(http, entry["question"])
     assert_fast(answer, "faq")
     done = answer.done
@@ -127,7 +127,7 @@ def test_an_order_number_is_looked_up_by_the_tool(http: httpx.Client) -> None:
     done = answer.done
     assert done["route"]["intent"] == "order_status"
     assert "LH-100001" in done["reply"]
-    order = next(o for o in demo_orders(date.today()) if o.id == "LH-100001")
+    order = next(o for o in demo.sample_orders(date.today()) if o.id == "LH-100001")
     for item in order.items:  # the demo order's items, from orders.db in the data dir
         assert item in done["reply"], (item, done["reply"])
 
@@ -350,8 +350,8 @@ def test_kb_import_beside_the_running_server_answers_as_faq(
 
 def test_metrics_count_every_tier(http: httpx.Client) -> None:
     before = answer_counts(http)
-    chat(http, demo("en")[0]["question"])  # faq
-    chat(http, demo("zh")[0]["question"])  # faq
+    chat(http, demo_rows("en")[0]["question"])  # faq
+    chat(http, demo_rows("zh")[0]["question"])  # faq
     chat(http, "订单 LH-100002 到哪了？")  # tool
     chat(http, "thank you!")  # smalltalk
     chat(http, "转人工")  # handoff

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from kefu import demo
 from kefu.engine.fake import FakeEngine
-from kefu.knowledge.base import demo_entries
 from kefu.knowledge.misses import MISSES_FILE, MissLog
 from kefu.service.runtime import Runtime
 from tests.conftest import ClientFactory
 from tests.http.helpers import assert_envelope, make_app, parse_sse, serve
 
 
-def demo(lang: str) -> list[dict[str, str]]:
-    text = resources.files("kefu.knowledge").joinpath(f"demo/shop_{lang}.csv").read_text("utf-8")
+def demo_rows(lang: str) -> list[dict[str, str]]:
+    text = resources.files("kefu.demo").joinpath(f"kb/shop_{lang}.csv").read_text("utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 
@@ -54,7 +54,7 @@ def settle(client: TestClient, session_id: str) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_demo_question_is_answered_from_the_kb(fast: TestClient, lang: str) -> None:
-    entry = demo(lang)[3]
+    entry = demo_rows(lang)[3]
     result = chat(fast, entry["question"])
     done = result["done"]
     assert result["_order"] == ["meta", "token", "done"]
@@ -227,7 +227,7 @@ def test_agent_api_errors(fast: TestClient) -> None:
 
 def test_kb_admin_endpoints(fast: TestClient) -> None:
     listed = fast.get("/kb").json()
-    assert listed["count"] == len(demo_entries())
+    assert listed["count"] == len(demo.entries())
     hits = fast.get("/kb/search", params={"q": "怎么退货", "k": 3}).json()["hits"]
     assert len(hits) == 3
     assert hits[0]["lang"] == "zh"
@@ -282,7 +282,7 @@ def test_kb_api_errors(fast: TestClient) -> None:
 
 
 def test_every_tier_is_counted_in_the_metrics(fast: TestClient) -> None:
-    chat(fast, demo("en")[0]["question"])
+    chat(fast, demo_rows("en")[0]["question"])
     chat(fast, "hello")
     chat(fast, "where is LH-100002?")
     chat(fast, "Do you sell picnic blankets with a waterproof back?")
@@ -295,7 +295,7 @@ def test_with_the_fast_path_off_everything_goes_to_the_llm(
     client_factory: ClientFactory,
 ) -> None:
     with client_factory(fast_path=False) as client:
-        done = chat(client, demo("en")[0]["question"])["done"]
+        done = chat(client, demo_rows("en")[0]["question"])["done"]
         assert done["tier"] == "llm"
         assert_envelope(client.get("/kb"), 404)
 
@@ -320,7 +320,7 @@ async def test_an_agent_reply_reaches_the_customers_open_stream(settings_factory
 
 
 def test_a_kb_question_word_for_word_skips_the_search(fast: TestClient) -> None:
-    entry = demo("en")[0]
+    entry = demo_rows("en")[0]
     exact = chat(fast, "  " + entry["question"].upper() + " ")["done"]
     assert exact["tier"] == "faq"
     assert exact["route"]["reason"] == "the question, word for word"
@@ -389,9 +389,9 @@ def test_the_llm_reads_one_passage_per_answer(
         done = chat(client, message)["done"]
     assert done["tier"] == "llm"
     prompt = "\n".join(m.content for m in fake_engine.requests[-1].messages)
-    answers = {entry.answer for entry in demo_entries()}
+    answers = {entry.answer for entry in demo.entries()}
     delivery = next(
-        e.answer for e in demo_entries() if e.question == "How long does delivery take?"
+        e.answer for e in demo.entries() if e.question == "How long does delivery take?"
     )
     assert prompt.count(delivery) == 1
     assert sum(answer in prompt for answer in answers) == 3

@@ -26,7 +26,7 @@ def test_chat_page(shared_client: TestClient) -> None:
     assert response.headers["content-type"] == "text/html; charset=utf-8"
     page = response.text
     assert page.lstrip().lower().startswith("<!doctype html>")
-    assert "<title>Lumen Home</title>" in page  # --shop-name
+    assert "<title>kefu</title>" in page  # no --shop-name, and no demo without the fast path
     assert '"/chat"' in page  # the page talks to the session API
     assert "/sessions/" in page
     assert "http://" not in page

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kefu import demo
 from kefu.engine.base import ChatMessage
 from kefu.memory.facts import _CLAUSE, EMAIL, merge_facts
-from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 
 # The patterns as they were: the same matches within the bounds, in quadratic time.
 PLAIN_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
@@ -23,8 +23,8 @@ def emails(text: str) -> list[str]:
     found = merge_facts(
         {},
         [ChatMessage("user", text)],
-        order_pattern=DEFAULT_ORDER_PATTERN,
-        order_example=DEFAULT_ORDER_EXAMPLE,
+        order_pattern=demo.ORDER_PATTERN,
+        order_example=demo.ORDER_EXAMPLE,
     )
     return found.get("emails", [])
 

@@ -40,7 +40,7 @@ FAQ = [
 
 @pytest.fixture
 async def gym(settings_factory: Callable[..., Settings]) -> AsyncIterator[FastPath]:
-    fast_path = await opened(settings_factory(fast_path=True, demo_kb=False))
+    fast_path = await opened(settings_factory(fast_path=True, demo=False))
     try:
         await fast_path.import_entries([KbEntry.make(q, a, category="gym") for q, a in FAQ])
         yield fast_path
@@ -169,7 +169,7 @@ async def test_the_judge_is_asked_after_the_reply_and_an_unclear_verdict_is_no_l
 async def test_an_answer_with_one_question_is_left_to_the_second_look(
     settings_factory: Callable[..., Settings],
 ) -> None:
-    fast_path = await opened(settings_factory(fast_path=True, demo_kb=False, second_look=False))
+    fast_path = await opened(settings_factory(fast_path=True, demo=False, second_look=False))
     try:
         entries = [KbEntry.make(q, a, category="gym") for q, a in FAQ]
         entries.append(KbEntry.make("When does the gym open?", FAQ[0][1], category="gym"))

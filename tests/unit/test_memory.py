@@ -3,6 +3,7 @@ builder puts it, and which turns a prompt keeps."""
 
 from __future__ import annotations
 
+from kefu import demo
 from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
 from kefu.memory.context import build_context
@@ -11,15 +12,14 @@ from kefu.memory.facts import MAX_VALUES, merge_facts
 from kefu.memory.render import memory_block, summary_prompt
 from kefu.service.turn import prompt_history
 from kefu.store.base import SessionMemory, StoredMessage
-from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 
 
 def facts(*user: str, known: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
     return merge_facts(
         known or {},
         [ChatMessage("user", text) for text in user] + [ChatMessage("assistant", "LH-999999")],
-        order_pattern=DEFAULT_ORDER_PATTERN,
-        order_example=DEFAULT_ORDER_EXAMPLE,
+        order_pattern=demo.ORDER_PATTERN,
+        order_example=demo.ORDER_EXAMPLE,
     )
 
 
@@ -121,8 +121,8 @@ def quotes(*user: str, max_tokens: int = 150, skip: tuple[str, ...] = ()) -> str
     return extractive_summary(
         messages,
         max_tokens=max_tokens,
-        order_pattern=DEFAULT_ORDER_PATTERN,
-        order_example=DEFAULT_ORDER_EXAMPLE,
+        order_pattern=demo.ORDER_PATTERN,
+        order_example=demo.ORDER_EXAMPLE,
         skip=skip,
     )
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kefu.fastpath.smalltalk import DEFAULT_SHOP_NAME
+from kefu import demo
 from kefu.settings import (
     DEFAULT_PERSONA,
     GROUPS,
@@ -16,7 +16,6 @@ from kefu.settings import (
     env_name,
     load_settings,
 )
-from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN
 
 
 def load(
@@ -50,12 +49,26 @@ def test_defaults_without_any_source() -> None:
     assert settings.warmup is True
     assert settings.persona == DEFAULT_PERSONA
     assert settings.threads >= 1
-    # The fast path's own defaults, which its unit tests use, are the server's.
-    assert (settings.order_pattern, settings.order_example) == (
-        DEFAULT_ORDER_PATTERN,
-        DEFAULT_ORDER_EXAMPLE,
-    )
-    assert settings.shop_name == DEFAULT_SHOP_NAME
+    # Neutral: no shop's name, order numbers or hours; the demo fills them in (kefu.demo).
+    assert (settings.shop_name, settings.order_pattern, settings.order_example) == (None,) * 3
+    assert settings.service_hours == "daily 00:00-24:00 UTC"
+    assert settings.demo is None
+    assert settings.order_backend == "sqlite"
+
+
+def test_the_demo_fills_in_only_what_the_deployment_left_unset(tmp_path: Path) -> None:
+    shop = demo.applied(load({"shop_name": "Acme", "data_dir": str(tmp_path)}))
+    assert shop.shop_name == "Acme"
+    assert (shop.order_pattern, shop.service_hours) == (demo.ORDER_PATTERN, demo.SERVICE_HOURS)
+    assert demo.in_use(load({"data_dir": str(tmp_path)}))  # no knowledge base yet
+    assert not demo.in_use(load({"data_dir": str(tmp_path), "demo": "false"}))
+    assert not demo.in_use(load({"data_dir": str(tmp_path), "fast_path": "false"}))
+
+
+def test_an_order_backend_must_be_registered() -> None:
+    with pytest.raises(SettingsError, match=r"no kefu\.order_backends entry point is named 'erp'"):
+        load({"order_backend": "erp"})
+    assert load({"order_backend": "http", "order_api_url": "http://x/{order_id}"}).order_backend
 
 
 def test_precedence_defaults_toml_env_flags(tmp_path: Path) -> None:
@@ -163,10 +176,13 @@ def test_several_invalid_values_on_one_line() -> None:
 
 
 def test_order_example_must_match_the_order_pattern() -> None:
+    with pytest.raises(SettingsError, match=r"set --order-pattern \(KEFU_ORDER_PATTERN\) too"):
+        load({"order_example": "12345678"})
+    assert load({"order_pattern": r"\b\d{8}\b"}).order_example is None
     with pytest.raises(SettingsError, match=r"set --order-example \(KEFU_ORDER_EXAMPLE\)"):
-        load({"order_pattern": r"\b\d{8}\b"})
+        load({"order_pattern": r"\b\d{8}\b", "order_example": "LH-100234"})
     with pytest.raises(SettingsError, match="order_example 'Order LH-100234' is not"):
-        load({"order_example": "Order LH-100234"})  # the number, not a sentence with it
+        load({"order_pattern": demo.ORDER_PATTERN, "order_example": "Order LH-100234"})
     settings = load({"order_pattern": r"\b\d{8}\b", "order_example": "12345678"})
     assert settings.order_example == "12345678"
 

@@ -33,8 +33,11 @@ def _static(name: str) -> str:
     return files("kefu.web").joinpath(name).read_text(encoding="utf-8")
 
 
+UNNAMED = "kefu"  # a shop that gave no --shop-name
+
+
 def shop_names(settings: Settings) -> dict[str, str]:
-    english, _, chinese = settings.shop_name.partition("|")
+    english, _, chinese = (settings.shop_name or "").partition("|")
     return {"en": english, "zh": chinese or english}
 
 
@@ -61,7 +64,8 @@ async def chat_page(request: Request) -> HTMLResponse:
     config = config.replace("</", "<\\/")
     page = page.replace(CONFIG_SLOT, CONFIG_SLOT.replace("{}", config))
     # The script names it in the browser's language; this is for the tab before it runs.
-    page = page.replace(TITLE_SLOT, f"<title>{html.escape(shop_names(settings)['en'])}</title>")
+    title = shop_names(settings)["en"] or UNNAMED  # as the script names it
+    page = page.replace(TITLE_SLOT, f"<title>{html.escape(title)}</title>")
     headers = {
         # A token is per visitor: no shared cache may keep the page.
         "cache-control": "no-store",

@@ -18,12 +18,10 @@ from pathlib import Path
 from kefu.commands.data_dir import chosen_data_dir, data_dir_option
 from kefu.commands.guard import EXIT_ERROR, guarded
 from kefu.faq.command import register as register_faq
-from kefu.knowledge.base import KnowledgeBase
+from kefu.knowledge.base import KB_FILE, KnowledgeBase
 from kefu.knowledge.importers import SUFFIXES, parse_file
 from kefu.knowledge.misses import MISSES_FILE, STATES, MissLog
 from kefu.knowledge.review import accept, review
-
-DB_NAME = "knowledge.db"
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,7 +29,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "kb",
         help="manage the knowledge base (FAQ and passages the answers come from)",
         description="Import, list, search and remove knowledge entries, stored in "
-        f"DATA_DIR/{DB_NAME}. A running kefu picks the changes up without a restart.",
+        f"DATA_DIR/{KB_FILE}. A running kefu picks the changes up without a restart.",
     )
     kb = parser.add_subparsers(dest="kb_command", required=True, metavar="COMMAND")
 
@@ -148,7 +146,7 @@ def _register_review(misses: argparse.ArgumentParser) -> None:
 def _open(args: argparse.Namespace) -> KnowledgeBase:
     from kefu.knowledge.embedder import StaticEmbedder
 
-    return KnowledgeBase.open(chosen_data_dir(args) / DB_NAME, StaticEmbedder())
+    return KnowledgeBase.open(chosen_data_dir(args) / KB_FILE, StaticEmbedder())
 
 
 def _with_kb(

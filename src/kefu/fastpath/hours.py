@@ -12,7 +12,7 @@ Grammar of a spec (case-insensitive, parts separated by spaces)::
     DAY    := mon | tue | wed | thu | fri | sat | sun   (full names work too)
     OFFSET := ["UTC"] ("+"|"-") H[H][:MM]  |  "UTC"  |  "Z"
 
-``Mon-Sat 09:00-18:00 +08:00``, ``Mon-Fri,Sun 08:30-17:00 UTC-05:00``,
+``Mon-Sat 09:00-18:00 +07:00``, ``Mon-Fri,Sun 08:30-17:00 UTC-05:00``,
 ``daily 00:00-24:00 UTC``. A day range may wrap (``Fri-Mon``); the end time may
 be 24:00 (end of day) but must come after the start: overnight shifts are not
 supported.
@@ -47,7 +47,7 @@ class ServiceHours:
         if len(parts) != 3:
             raise ValueError(
                 f"service hours {spec!r} must be 'DAYS HH:MM-HH:MM UTC-OFFSET', "
-                "e.g. 'Mon-Sat 09:00-18:00 +08:00'"
+                "e.g. 'Mon-Fri 08:30-17:30 -05:00'"
             )
         days_part, times_part, offset_part = parts
         days = _parse_days(days_part)

@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE
-
-if TYPE_CHECKING:
-    from kefu.fastpath.orders import Order
+from kefu.fastpath.order import Order
 
 _STATUS_EN = {
     "processing": "Order {id} is being prepared in our warehouse and has not shipped yet.",
@@ -39,13 +35,14 @@ def order_reply(
     order_id: str | None,
     lang: str,
     *,
-    example: str = DEFAULT_ORDER_EXAMPLE,
+    example: str | None = None,
     mistyped: str | None = None,
 ) -> str:
     """The reply to an order question: the order's state; not found; the number given is
     not one (``mistyped``); or a request for the number.
 
-    ``example`` is the order number shown to customers as the format to look for.
+    ``example`` is the order number shown to customers as the format to look for (a
+    number is only ``mistyped`` against one).
     """
     zh = lang == "zh"
     if order_id is None and order is None and mistyped is not None:
@@ -59,6 +56,10 @@ def order_reply(
             "and are in your order confirmation email. Could you check it and send it again?"
         )
     if order_id is None and order is None:
+        if example is None:
+            if zh:
+                return "好的，请告诉我您的订单号（可以在订单确认邮件中找到），我来帮您查询。"
+            return "Sure — what is your order number? It is in your order confirmation email."
         if zh:
             return (
                 f"好的，请告诉我您的订单号（格式如 {example}，可以在订单确认邮件中找到），"
@@ -69,6 +70,13 @@ def order_reply(
             "order confirmation email."
         )
     if order is None:
+        if example is None:
+            if zh:
+                return f"没有找到订单 {order_id}。请核对订单号，或回复“转人工”联系人工客服。"
+            return (
+                f"I couldn't find order {order_id}. Please check the number (it is in your "
+                "confirmation email) or ask for a human agent."
+            )
         if zh:
             return (
                 f"没有找到订单 {order_id}。请核对订单号（格式如 {example}，可以在订单确认邮件中"

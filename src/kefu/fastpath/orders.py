@@ -1,28 +1,35 @@
 """The order_status tool: look an order up in a pluggable backend, answer from a template.
 
-Backends: ``SqliteOrders`` (a demo table kefu creates with sample orders, so a
-fresh install can answer "where is LH-100003?") and ``HttpOrders`` (the shop's
-own order API). A backend answers ``None`` for an order that does not exist and
-raises ``kefu.errors.ToolUnavailable`` when it cannot answer at all — the two must
-not be confused, or a customer is told that a real order does not exist.
+A backend answers ``None`` for an order that does not exist and raises
+``kefu.errors.ToolUnavailable`` when it cannot answer at all — the two must not be
+confused, or a customer is told that a real order does not exist.
+
+Backends are registered under the ``kefu.order_backends`` entry points
+(``kefu.plugins``) as a function ``(OrderContext) -> OrderBackend``, awaited when it
+returns an awaitable; ``--order-backend`` names one. kefu's own: ``sqlite`` (a table in
+the data dir, seeded with the demo's sample orders when the demo is in use) and
+``http`` (the shop's own order API).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, get_args
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
 
+from kefu import plugins
 from kefu.errors import ToolUnavailable
+from kefu.fastpath.order import STATUSES, Order, Status
 from kefu.fastpath.order_replies import order_reply, order_unavailable_reply
 from kefu.sqlite_files import open_wal
 
@@ -31,6 +38,7 @@ __all__ = [
     "HttpOrders",
     "Order",
     "OrderBackend",
+    "OrderContext",
     "SqliteOrders",
     "Status",
     "order_reply",
@@ -38,20 +46,20 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Status = Literal["processing", "shipped", "out_for_delivery", "delivered", "cancelled", "returned"]
-STATUSES: tuple[Status, ...] = get_args(Status)
 RETRY_AFTER = 5.0
 
 
+SampleOrders = Callable[[date], Sequence[Order]]
+
+
 @dataclass(frozen=True, slots=True)
-class Order:
-    id: str
-    status: Status
-    carrier: str | None
-    tracking: str | None
-    eta: str | None  # ISO date: expected delivery, or the day it was delivered
-    items: tuple[str, ...]
-    updated_at: str  # ISO date-time of the last status change
+class OrderContext:
+    """What kefu hands a backend's factory: a backend of its own reads its own settings
+    (its environment variables, its files) beside these."""
+
+    data_dir: Path
+    api_url: str | None = None  # --order-api-url
+    sample_orders: SampleOrders | None = None  # the demo's, when the demo is in use
 
 
 class OrderBackend(Protocol):
@@ -75,19 +83,47 @@ CREATE TABLE IF NOT EXISTS orders (
 """
 
 
+async def open_backend(name: str, context: OrderContext) -> OrderBackend:
+    """The backend ``--order-backend`` names, opened; ``plugins.UnknownPart`` when no
+    installed package registers it."""
+    factory = plugins.load(plugins.ORDER_BACKENDS, name)
+    if not callable(factory):
+        raise TypeError(f"order backend '{name}' is registered as {factory!r}, not a function")
+    backend = factory(context)
+    if inspect.isawaitable(backend):
+        backend = await backend
+    return backend  # type: ignore[no-any-return]
+
+
+async def open_sqlite(context: OrderContext) -> SqliteOrders:
+    """``--order-backend sqlite``."""
+    orders = SqliteOrders(context.data_dir / "orders.db", sample=context.sample_orders)
+    await orders.open()
+    return orders
+
+
+def open_http(context: OrderContext) -> HttpOrders:
+    """``--order-backend http``."""
+    if context.api_url is None:
+        raise ValueError("order backend 'http' needs --order-api-url (KEFU_ORDER_API_URL)")
+    return HttpOrders(context.api_url)
+
+
 class SqliteOrders:
-    """Orders in ``data_dir/orders.db``; with ``demo`` (``--demo-kb``) the demo shop's
-    sample orders are written when the file is new: they go with the demo knowledge base
-    (its order example finds one), and a shop that turns the demo off starts empty.
+    """Orders in ``data_dir/orders.db``; ``sample`` orders (the demo's, when it is in
+    use) are written when the file is new, so its order example finds an order; a shop's
+    own table starts empty.
 
     ``PRAGMA user_version`` records that the file was set up, so an operator who empties
     or edits the table does not get the sample data back at the next start.
     """
 
-    def __init__(self, path: Path, *, today: date | None = None, demo: bool = True) -> None:
+    def __init__(
+        self, path: Path, *, today: date | None = None, sample: SampleOrders | None = None
+    ) -> None:
         self.path = path
         self._today = today
-        self._demo = demo
+        self._sample = sample
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-orders")
         self._conn: sqlite3.Connection | None = None
 
@@ -101,8 +137,6 @@ class SqliteOrders:
             raise ToolUnavailable(f"order store failed: {exc}", retry_after=RETRY_AFTER) from exc
 
     async def open(self) -> None:
-        from kefu.fastpath.demo_orders import demo_orders  # it imports Order from here
-
         today = self._today or date.today()
 
         def connect() -> sqlite3.Connection:
@@ -111,10 +145,10 @@ class SqliteOrders:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(SCHEMA)
                 (version,) = conn.execute("PRAGMA user_version").fetchone()
-                if version == 0 and self._demo:
+                if version == 0 and self._sample is not None:
                     conn.executemany(
                         "INSERT OR IGNORE INTO orders VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [_row(order) for order in demo_orders(today)],
+                        [_row(order) for order in self._sample(today)],
                     )
                 if version == 0:
                     conn.execute("PRAGMA user_version = 1")

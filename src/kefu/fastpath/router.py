@@ -9,7 +9,7 @@ Decision, in order:
 
 1. handoff at confidence 1.0 (asked for a human; the bot failed
    ``failures_to_handoff`` times in a row, counting this message) → handoff;
-2. an order number in the message, or one mistyped ("LH-10023": the reply says
+2. an order number in the message, or one mistyped ("AC-10023": the reply says
    so) → order_status, unless a handoff candidate reaches ``HANDOFF_OVER_ORDER``
    (a complaint or real anger about the order wants a person, not a status line);
 3. otherwise, among the candidates that reach ``RULE_THRESHOLD``, the most confident
@@ -32,7 +32,7 @@ from kefu.fastpath.rules import (
 )
 from kefu.knowledge.base import Hit
 from kefu.text.message import Message, read_message
-from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE, DEFAULT_ORDER_PATTERN, OrderFormat
+from kefu.text.order_numbers import OrderFormat
 
 Intent = Literal["faq", "order_status", "handoff", "smalltalk", "general"]
 
@@ -80,10 +80,10 @@ class Routing:
 
 @dataclass(frozen=True, slots=True)
 class RouterConfig:
-    order_pattern: str = DEFAULT_ORDER_PATTERN
-    order_example: str = DEFAULT_ORDER_EXAMPLE  # its letters find mistyped numbers
+    order_pattern: str | None = None  # none: no order numbers, no order_status
+    order_example: str | None = None  # its letters find mistyped numbers
     failures_to_handoff: int = 2
-    shop_name: str = ""  # --shop-name: the shop's own name is filler in smalltalk
+    shop_name: str | None = None  # --shop-name: the shop's own name is filler in smalltalk
 
     @property
     def orders(self) -> OrderFormat:
@@ -130,7 +130,7 @@ def read_rules(message: str | Message, *, failures: int, config: RouterConfig) -
     order: Candidate | None = None
     if order_id is not None or mistyped is not None:
         order = Candidate("order_status", ORDER_ID_CONFIDENCE, order_id or mistyped)
-    elif asks_about_order(message):
+    elif config.order_pattern is not None and asks_about_order(message):
         order = Candidate("order_status", ORDER_QUESTION_CONFIDENCE)
     small, kind = smalltalk_kind(message, config.shop_name)
     smalltalk = Candidate("smalltalk", small, kind) if small > 0 else None

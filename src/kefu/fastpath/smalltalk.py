@@ -13,10 +13,8 @@ from functools import lru_cache
 
 from kefu.text.message import Message, as_message
 from kefu.text.normalize import normalize
-from kefu.text.order_numbers import DEFAULT_ORDER_EXAMPLE
 
 SMALLTALK_CONFIDENCE = 0.9
-DEFAULT_SHOP_NAME = "Lumen Home|流明家居"  # the demo shop's, in English|Chinese
 KINDS = ("greeting", "how_are_you", "who_are_you", "thanks", "goodbye", "ack")
 
 # When one message holds several kinds, the reply answers the most telling one:
@@ -113,7 +111,9 @@ _PHRASE = _compile()
 _SEPARATORS = re.compile(r"[\W_]+")
 
 
-def smalltalk_kind(message: str | Message, shop_name: str = "") -> tuple[float, str | None]:
+def smalltalk_kind(
+    message: str | Message, shop_name: str | None = None
+) -> tuple[float, str | None]:
     """(confidence, kind) when the whole message is smalltalk, else (0.0, None).
 
     kind is one of ``KINDS``. A message made only of filler words is not smalltalk.
@@ -143,30 +143,30 @@ def smalltalk_kind(message: str | Message, shop_name: str = "") -> tuple[float, 
     return 0.0, None
 
 
+# Each reply in English and Chinese; the fields name the shop and its orders only
+# where the settings give them (``_fields``), so a shop without a name or an order
+# lookup gets a reply that claims neither.
 _REPLIES: dict[str, tuple[str, str]] = {
     "greeting": (
-        "Hello! I'm the {shop} assistant — ask me about orders, delivery, returns or invoices.",
-        "您好！我是{shop}的智能客服，可以帮您查询订单、配送、退换货和发票等问题。",
+        "Hello! I'm {the_shop} assistant — how can I help you today?",
+        "您好！我是{shop_de}智能客服，请问有什么可以帮您？",
     ),
     "how_are_you": (
-        "I'm doing well, thanks for asking! How can I help you today — an order, a delivery, "
-        "a return?",
-        "我很好，谢谢关心！请问今天有什么可以帮您？比如查订单、配送或退换货。",
+        "I'm doing well, thanks for asking! How can I help you today?",
+        "我很好，谢谢关心！请问今天有什么可以帮您？",
     ),
     "who_are_you": (
-        "I'm the {shop} virtual assistant — a bot, not a person. I can answer questions "
-        "about orders, delivery, returns, payments and invoices, and look up an order by its "
-        "number (like {example}). Ask for a human agent any time.",
-        "我是{shop}的智能客服机器人，可以解答订单、配送、退换货、付款和发票等问题，"
-        "也可以用订单号（例如 {example}）帮您查询订单状态。需要人工服务时，随时说“转人工”即可。",
+        "I'm {the_shop} virtual assistant — a bot, not a person. I can answer your "
+        "questions{orders}. Ask for a human agent any time.",
+        "我是{shop_de}智能客服机器人，可以解答您的问题{orders}。需要人工服务时，随时说“转人工”即可。",
     ),
     "thanks": (
         "You're welcome! Is there anything else I can help you with?",
         "不客气！还有什么可以帮您的吗？",
     ),
     "goodbye": (
-        "Thanks for chatting with {shop} — have a nice day!",
-        "感谢您咨询{shop}，祝您生活愉快，再见！",
+        "Thanks for chatting with {us} — have a nice day!",
+        "感谢您{consulting}，祝您生活愉快，再见！",
     ),
     "ack": (
         "Great. Anything else I can help you with?",
@@ -175,17 +175,35 @@ _REPLIES: dict[str, tuple[str, str]] = {
 }
 
 
+def _fields(name: str, zh: bool, order_example: str | None) -> dict[str, str]:
+    if zh:
+        orders = (
+            f"，也可以用订单号（例如 {order_example}）帮您查询订单状态" if order_example else ""
+        )
+        return {
+            "shop_de": f"{name}的" if name else "",
+            "orders": orders,
+            "consulting": f"咨询{name}" if name else "的咨询",
+        }
+    orders = f" and look up an order by its number (like {order_example})" if order_example else ""
+    return {
+        "the_shop": f"the {name}" if name else "the",
+        "orders": orders,
+        "us": name or "us",
+    }
+
+
 @lru_cache(maxsize=8)
-def _names(shop_name: str) -> tuple[str, ...]:
+def _names(shop_name: str | None) -> tuple[str, ...]:
     """The shop's names as a message reads them (folded, case folded), longest first."""
-    names = {normalize(name) for name in shop_name.split("|")} - {""}
+    names = {normalize(name) for name in (shop_name or "").split("|")} - {""}
     return tuple(sorted(names, key=len, reverse=True))
 
 
-def shop_names(value: str) -> tuple[str, str]:
+def shop_names(value: str | None) -> tuple[str, str]:
     """The shop's name in English and in Chinese from ``--shop-name`` ("Acme", or
-    "Lumen Home|流明家居" for a Chinese name of its own)."""
-    english, _, chinese = value.partition("|")
+    "Acme|艾克美" for a Chinese name of its own); empty when it has none."""
+    english, _, chinese = (value or "").partition("|")
     return english.strip(), (chinese or english).strip()
 
 
@@ -193,8 +211,8 @@ def smalltalk_reply(
     kind: str,
     lang: str,
     *,
-    shop_name: str = DEFAULT_SHOP_NAME,
-    order_example: str = DEFAULT_ORDER_EXAMPLE,
+    shop_name: str | None = None,
+    order_example: str | None = None,
 ) -> str:
     """The templated reply to a smalltalk kind, in English or Chinese ('zh'), naming the
     shop (``shop_name`` as ``--shop-name`` gives it) and showing ``order_example`` as the
@@ -204,7 +222,6 @@ def smalltalk_reply(
     except KeyError:
         raise ValueError(f"unknown smalltalk kind {kind!r}; expected one of {KINDS}") from None
     english, chinese = shop_names(shop_name)
-    text = zh if lang == "zh" else en
-    return text.replace("{shop}", chinese if lang == "zh" else english).replace(
-        "{example}", order_example
-    )
+    if lang == "zh":
+        return zh.format(**_fields(chinese, True, order_example))
+    return en.format(**_fields(english, False, order_example))

@@ -10,10 +10,8 @@ report it with their own change, so no change goes unreported.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +20,6 @@ from kefu.errors import NotFound
 from kefu.knowledge.bm25 import terms_of
 from kefu.knowledge.embedder import Embedder, Vectors, embed_message
 from kefu.knowledge.entries import KbEntry, entry_id, id_of_normal
-from kefu.knowledge.importers import parse_bytes
 from kefu.knowledge.index import Hit, HybridIndex
 from kefu.knowledge.kb_words import AnswerGroup, KbWords, entry_words
 from kefu.knowledge.store import KbStore
@@ -32,6 +29,7 @@ from kefu.text.message import Message
 
 __all__ = ["Hit", "KbChange", "KnowledgeBase", "blend", "embed_texts"]
 
+KB_FILE = "knowledge.db"  # in the data dir
 EMBED_BATCH = 16
 # An entry's vector is normalize(W_FULL * e(question + answer) + (1 - W_FULL) * e(question)):
 # the answer's words let a paraphrase match what the answer talks about ("is shipping
@@ -83,17 +81,6 @@ def prepared(embedder: Embedder, to_embed: Sequence[KbEntry]) -> Ready:
     (``needing_vectors``), computed away from the knowledge base's thread."""
     vectors = embed_entries(embedder, to_embed)
     return {embed_texts(e): (vectors[i], entry_words(e)) for i, e in enumerate(to_embed)}
-
-
-def demo_entries() -> list[KbEntry]:
-    """The bundled demo shop (English and Chinese), marked with source "demo": its FAQ
-    and its catalogue, a passage of what the shop sells."""
-    entries: list[KbEntry] = []
-    for item in sorted(resources.files("kefu.knowledge").joinpath("demo").iterdir(), key=str):
-        if item.name.endswith((".csv", ".md")):
-            parsed = parse_bytes(item.read_bytes(), item.name)
-            entries.extend(dataclasses.replace(entry, source="demo") for entry in parsed)
-    return entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,10 +342,6 @@ class KnowledgeBase:
         if writes:
             self._put(writes, np.stack(vectors))
         return KbChange(added, updated, removed)
-
-    def load_demo(self) -> KbChange:
-        """Import the bundled demo (``demo_entries``)."""
-        return self.add(demo_entries())
 
     def close(self) -> None:
         self._store.close()

@@ -37,9 +37,6 @@ from kefu.knowledge.entries import KbEntry, answer_key
 
 log = logging.getLogger("kefu.fastpath")
 
-# The demo knowledge base's questions, embedded at build time (scripts/embed-demo), so a
-# newcomer's first start has the second look at once instead of after ~15 s of a core.
-DEMO_VECTORS = Path(__file__).parent / "static" / "demo_e5.npz"
 SECOND_LOOK_FILE = "second_look.npz"  # a data dir's vectors
 # A passage is matched by its heading and first sentences: enough for a catalogue's
 # sections, and a bound on the rows a long document adds.
@@ -152,12 +149,14 @@ class _Index:
 
 
 class SecondLook:
-    def __init__(self, model: Transformer, store: Path) -> None:
+    def __init__(self, model: Transformer, store: Path, seed: Path | None = None) -> None:
+        """``seed``: vectors embedded at build time (the demo's), so a first start has
+        the second look at once instead of after ~15 s of a core."""
         self.model = model
         self._store = store
         stored = _load(store, model.name)
-        if not stored.questions:
-            stored = _load(DEMO_VECTORS, model.name)
+        if not stored.questions and seed is not None:
+            stored = _load(seed, model.name)
         self._vectors = stored.questions
         self._answers = stored.answers  # an answer's digest -> its passage vector
         self._index: _Index | None = None

@@ -10,6 +10,7 @@ cheaply that something changed (PRAGMA data_version) and then exactly what
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,18 @@ def _decode(row: Any) -> tuple[KbEntry, int, Vectors]:
 
 def _kind(value: object) -> Kind:
     return "passage" if value == "passage" else "faq"
+
+
+def stored_sources(path: Path) -> frozenset[str]:
+    """The sources of the entries in a knowledge-base file, without opening it for
+    writing (none when there is no file yet): what the server's start decides by."""
+    if not path.exists():
+        return frozenset()
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT DISTINCT source FROM kb_entries").fetchall()
+    except sqlite3.OperationalError:  # a file made before its table
+        return frozenset()
+    finally:
+        conn.close()
+    return frozenset(str(source) for (source,) in rows)

@@ -36,8 +36,8 @@ def extractive_summary(
     messages: Iterable[ChatMessage],
     *,
     max_tokens: int,
-    order_pattern: str,
-    order_example: str,
+    order_pattern: str | None,
+    order_example: str | None,
     skip: Iterable[str] = (),
 ) -> str:
     """Quotes of the customer's sentences in ``messages`` within ``max_tokens``; "" for none.
@@ -79,7 +79,7 @@ def _worth_quoting(sentence: str) -> bool:
     return len(sentence.split()) >= 3
 
 
-def _kind(sentence: str, order_pattern: str, order_example: str) -> int:
+def _kind(sentence: str, order_pattern: str | None, order_example: str | None) -> int:
     """0: a fact a pattern knows; 1: a statement; 2: a question."""
     if (
         _DIGIT.search(sentence)

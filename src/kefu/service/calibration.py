@@ -68,16 +68,16 @@ class Seen:
         return [judged(label, self._found[(label.text, label.excluded)]) for label in labels]
 
 
-# The demo knowledge base's model at the default precision, fitted at build time
-# (``scripts/calibrate-demo``): a newcomer's first start decides on the demo's own labels.
-DEMO_MODEL = Path(__file__).parent.parent / "knowledge" / "static" / "demo_faq_model.json"
-
-
 class Keeper:
     """The model in use, and the background fitting of the next one."""
 
-    def __init__(self, path: Path, target: float, judge_error: float = 0.0) -> None:
+    def __init__(
+        self, path: Path, target: float, judge_error: float = 0.0, *, seed: Path | None = None
+    ) -> None:
+        """``seed``: a model fitted at build time (the demo's, by ``scripts/calibrate-demo``),
+        used when it was fitted to this knowledge base: a first start decides on its labels."""
         self.path = path
+        self.seed = seed
         self.target = target
         self.judge_error = judge_error
         self.model = Model.prior_only(target)
@@ -87,12 +87,12 @@ class Keeper:
         self._mtime: float | None = None
 
     def open(self, fingerprint: str) -> None:
-        """Use the stored model (or the demo's) when it was fitted to this state."""
+        """Use the stored model (or the seed) when it was fitted to this state."""
         self._read()
-        if self.model.fingerprint != fingerprint:
-            demo = Model.load(DEMO_MODEL)
-            if demo is not None and demo.fingerprint == fingerprint and demo.target == self.target:
-                demo.save(self.path)
+        if self.model.fingerprint != fingerprint and self.seed is not None:
+            seed = Model.load(self.seed)
+            if seed is not None and seed.fingerprint == fingerprint and seed.target == self.target:
+                seed.save(self.path)
                 self._read()
 
     def _read(self) -> None:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from kefu import demo
 from kefu.cache.answers import AnswerCache, CachedAnswer
 from kefu.faq import decide as faq
 from kefu.faq.decide import Evidence, Verdict
@@ -37,7 +38,7 @@ from kefu.faq.model import MODEL_FILE
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import OrderBackend
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
-from kefu.knowledge.base import Hit, KbChange, KnowledgeBase, prepared
+from kefu.knowledge.base import KB_FILE, Hit, KbChange, KnowledgeBase, prepared
 from kefu.knowledge.embedder import Embedder, Vectors, embed_message
 from kefu.knowledge.entries import KbEntry
 from kefu.knowledge.kb_words import read_texts
@@ -80,8 +81,10 @@ class FastPath:
         orders: OrderBackend,
         hours: ServiceHours,
         transformer_factory: Callable[[], Transformer] | None = None,
+        demo_in_use: bool = False,
     ) -> None:
         self.settings = settings
+        self.demo = demo_in_use
         self.orders = orders
         self.hours = hours
         self.router = RouterConfig(
@@ -115,7 +118,10 @@ class FastPath:
         self.misses: MissLog | None = None
         self.labels: LabelLog | None = None
         self.keeper = Keeper(
-            settings.data_dir / MODEL_FILE, settings.faq_precision, settings.judge_error
+            settings.data_dir / MODEL_FILE,
+            settings.faq_precision,
+            settings.judge_error,
+            seed=demo.FAQ_MODEL if demo_in_use else None,
         )
         self._seen = Seen()
         self.judge: Judge | None = None
@@ -159,10 +165,11 @@ class FastPath:
         data_dir = self.settings.data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         self.embedder = self._embedder_factory()
-        self.kb = KnowledgeBase.open(data_dir / "knowledge.db", self.embedder)
-        if len(self.kb) == 0 and self.settings.demo_kb:
-            change = self.kb.load_demo()
-            log.info("knowledge base was empty: loaded the demo (%d entries)", len(change.added))
+        self.kb = KnowledgeBase.open(data_dir / KB_FILE, self.embedder)
+        if self.demo:
+            change = self.kb.add(demo.entries())
+            if change:
+                log.info("the demo is in use: loaded its %d entries", len(change.added))
         self.kb.prepare()
         self.misses = MissLog(data_dir / MISSES_FILE)
         self.labels = LabelLog(data_dir / LABELS_FILE)
@@ -174,7 +181,8 @@ class FastPath:
             embedder=f"{self.embedder.name}/{self.embedder.dim}",
         )
         if self.settings.second_look and self._transformer_factory is not None:
-            look = SecondLook(self._transformer_factory(), data_dir / SECOND_LOOK_FILE)
+            seed = demo.VECTORS if self.demo else None
+            look = SecondLook(self._transformer_factory(), data_dir / SECOND_LOOK_FILE, seed)
             self.second_look = SecondLooker(look)
         log.info("fast path ready: %d knowledge-base entries", len(self.kb))
 

@@ -19,11 +19,12 @@ class FastPathSettings(SettingsGroup):
         description="Answer from the answer cache, the knowledge base and templated tools "
         "before the LLM (false: every /chat message goes to the LLM).",
     )
-    demo_kb: bool = Field(
-        True,
-        description="Load the bundled demo knowledge base (a fictional shop, English and "
-        "Chinese) when the knowledge base is empty, and its sample orders into a new "
-        "SQLite order table.",
+    demo: bool | None = Field(
+        None,
+        description="The demo shop (a fictional home-goods shop, English and Chinese): its "
+        "knowledge base, its sample orders in a new SQLite order table, and its name, "
+        "order numbers and hours where the shop settings are unset. --demo: always; "
+        "--no-demo: never; unset: while the knowledge base holds nothing but the demo.",
     )
     second_look: bool = Field(
         True,

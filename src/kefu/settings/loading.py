@@ -23,6 +23,7 @@ REMOVED_SETTINGS = {
     "faq_margin": "one decision from the first message on: --faq-precision",
     "second_look_margin": "the second look's leads are evidence for --faq-precision's decision",
     "faq_calibration": "the decision is always fitted to the knowledge base's labels",
+    "demo_kb": "--demo/--no-demo; unset, the demo is used while the knowledge base holds no other",
 }
 log = logging.getLogger("kefu.settings")
 

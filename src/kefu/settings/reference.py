@@ -34,9 +34,17 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def is_switch(field: FieldInfo) -> bool:
+    """A setting given as ``--name``/``--no-name``; ``bool | None`` leaves it to kefu when
+    neither is given ("auto")."""
+    return field.annotation in (bool, bool | None)
+
+
 def default_text(field: FieldInfo) -> str:
     """A field's default as a person would type it."""
     value = field.get_default(call_default_factory=True)
+    if value is None and is_switch(field):
+        return "auto"
     if value is None or value == ():
         return "none"
     if isinstance(value, bool):
@@ -52,7 +60,7 @@ def _cell(text: str) -> str:
 
 def _row(name: str, field: FieldInfo) -> str:
     shown = f"`{flag(name)}`"
-    if field.annotation is bool:
+    if is_switch(field):
         shown += f" / `--no-{name.replace('_', '-')}`"
     default = f"`{_cell(default_text(field))}`"
     return f"| {shown} | `{env_name(name)}` | {default} | {_cell(field.description or '')} |"

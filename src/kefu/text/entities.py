@@ -41,7 +41,7 @@ _ZH_NUMBER = re.compile(
 _METRES = re.compile(r"(\d+)米(\d)(?![\d.])")
 _ZH_WEEKDAY = re.compile("(?:周|星期|礼拜)([一二三四五六日天末])")
 _ZH_A_NOT_A = re.compile(f"([{_CJK}])[不没]\\1")  # 能不能, 有没有: a question, not a negation
-_PERSONAL_ID_DIGITS = 5  # LH-100234 is an order; PS5, S23 and covid-19 are not
+_PERSONAL_ID_DIGITS = 5  # AC-100234 is an order; PS5, S23 and covid-19 are not
 _PERSONAL_NUMBER_DIGITS = 6  # a bare 100234 is an order or account number
 _PHONE_DIGITS = 7
 
@@ -161,7 +161,7 @@ def _latin(text: str, found: _Found, *, zh: bool) -> None:
         parts = run.split("-")
         kinds = [_part_kind(part) for part in parts]
         if "id" in kinds or (kinds[0] == "word" and "number" in kinds):
-            found.ids.add(run.lower())  # LH-100234, A12, covid-19
+            found.ids.add(run.lower())  # AC-100234, A12, covid-19
             if sum(c.isdigit() for c in run) >= _PERSONAL_ID_DIGITS:
                 found.personal.add(run.lower())
             continue

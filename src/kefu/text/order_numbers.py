@@ -1,8 +1,9 @@
 """Order numbers in a customer's message: whole, closed up, or mistyped.
 
-An order number is what ``--order-pattern`` finds (``LH-100234``). Customers also type
+An order number is what ``--order-pattern`` finds (``AC-100234``); without a pattern a
+message has none. Customers also type
 the shop's letters and digits in shapes the pattern does not take: with a space
-("LH 100234"), which is still their order, or with a digit too few ("LH-10023"), which
+("AC 100234"), which is still their order, or with a digit too few ("AC-10023"), which
 the reply should name rather than ask for a number they just gave. Such a token has
 the letters of ``--order-example`` and nearly as many digits; an example without two
 letters in front of its digits (``12345678``, ``ORD-2024-0001``) gives nothing to look
@@ -19,9 +20,6 @@ from typing import NamedTuple
 
 from kefu.text.normalize import fold
 from kefu.text.words import space_scripts
-
-DEFAULT_ORDER_PATTERN = r"\bLH-?\d{6}\b"
-DEFAULT_ORDER_EXAMPLE = "LH-100234"  # what the replies show as the shape to look for
 
 _PREFIX_NUMBER = re.compile(r"([A-Z]+)[-\s]?(\d+)")
 
@@ -40,36 +38,36 @@ def example_fits(example: str, pattern: str) -> bool:
 class OrderFormat:
     """What an order number looks like: ``--order-pattern`` and ``--order-example``."""
 
-    pattern: str = DEFAULT_ORDER_PATTERN
-    example: str | None = DEFAULT_ORDER_EXAMPLE
+    pattern: str | None = None  # none: the shop reads no order numbers
+    example: str | None = None  # what the replies show as the shape to look for
 
 
 class OrderNumber(NamedTuple):
     """What a message says of its order: the number, or else one mistyped."""
 
-    id: str | None  # canonical (LH-100234)
-    mistyped: str | None = None  # upper-cased as typed ("LH-10023"), when there is no id
+    id: str | None  # canonical (AC-100234)
+    mistyped: str | None = None  # upper-cased as typed ("AC-10023"), when there is no id
 
 
-def read_order_number(
-    message: str, pattern: str = DEFAULT_ORDER_PATTERN, example: str | None = None
-) -> OrderNumber:
-    """The first order number in the message, in its canonical form (``LH-100234``).
+def read_order_number(message: str, pattern: str | None, example: str | None = None) -> OrderNumber:
+    """The first order number in the message, in its canonical form (``AC-100234``).
 
-    Canonical: upper case; and when the pattern spells a hyphen (``LH-?``) the
-    hyphen is put back between the letters and the digits, so "lh100234",
-    "LH-100234" and its full-width twin are one order. Other shapes are only
+    Canonical: upper case; and when the pattern spells a hyphen (``AC-?``) the
+    hyphen is put back between the letters and the digits, so "ac100234",
+    "AC-100234" and its full-width twin are one order. Other shapes are only
     upper-cased. With ``example``, a token of its shape that the pattern does not take
-    is the order when closing it up makes it one ("LH 100234"), and mistyped otherwise
-    ("LH-10023": no number closes it up).
+    is the order when closing it up makes it one ("AC 100234"), and mistyped otherwise
+    ("AC-10023": no number closes it up).
     """
     return order_number_of_spaced(space_scripts(fold(message)), pattern, example)
 
 
 def order_number_of_spaced(
-    text: str, pattern: str = DEFAULT_ORDER_PATTERN, example: str | None = None
+    text: str, pattern: str | None, example: str | None = None
 ) -> OrderNumber:
     """``read_order_number`` of a ``fold``-ed text with its scripts spaced."""
+    if pattern is None:
+        return OrderNumber(None)
     match = _order_regex(pattern).search(text)
     if match is not None:
         return OrderNumber(_canonical(match.group().strip().upper(), pattern))
@@ -91,7 +89,7 @@ def _canonical(found: str, pattern: str) -> str:
 
 def _order_like(text: str, example: str | None) -> Iterator[tuple[str, tuple[str, str]]]:
     """Each token shaped like the example (its letters, then at least all but two of
-    its digits, three at least: "LH 5 stars" is no order), with its closed-up forms."""
+    its digits, three at least: "AC 5 stars" is no order), with its closed-up forms."""
     shape = _PREFIX_NUMBER.fullmatch(example.strip().upper()) if example else None
     if shape is None or len(shape[1]) < 2:  # one letter is as often an English word
         return

@@ -8,7 +8,7 @@ Two ways to cut Chinese, each where it serves best:
   dictionary words (no HMM guessing, so every word is a dictionary word), since
   a word means something its characters do not (微信 is neither 微 nor 信).
 
-Latin text becomes lowercased words; digits stay whole so "LH-100234" and
+Latin text becomes lowercased words; digits stay whole so "AC-100234" and
 "30 days" keep their meaning.
 """
 
@@ -43,7 +43,7 @@ def language(text: str) -> str:
 
 def space_scripts(text: str) -> str:
     """A space wherever Chinese meets Latin letters or digits: a CJK character is a word
-    character to ``re``, so "订单LH-100234" has no \\b before the L without one."""
+    character to ``re``, so "订单AC-100234" has no \\b before the L without one."""
     return _SCRIPT_EDGE.sub(" ", text)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kefu import demo
 from kefu.fastpath.router import (
     FAILED_REASON,
     MISTYPED_REASON,
@@ -17,7 +18,7 @@ from kefu.fastpath.router import (
     route,
 )
 
-CONFIG = RouterConfig(order_pattern=r"\bLH-?\d{6}\b")
+CONFIG = RouterConfig(order_pattern=demo.ORDER_PATTERN, order_example=demo.ORDER_EXAMPLE)
 
 
 def go(message: str, failures: int = 0, config: RouterConfig = CONFIG) -> Routing:

@@ -99,13 +99,27 @@ def test_every_kind_has_both_languages(kind: str) -> None:
 
 
 def test_greeting_reply_introduces_the_shop() -> None:
-    assert smalltalk_reply("greeting", "en") == (
-        "Hello! I'm the Lumen Home assistant — ask me about orders, delivery, returns or invoices."
+    named = {"shop_name": "Acme|艾克美", "order_example": "AC-100234"}
+    assert smalltalk_reply("greeting", "en", **named) == (
+        "Hello! I'm the Acme assistant — how can I help you today?"
     )
-    assert "流明家居" in smalltalk_reply("greeting", "zh")
+    assert "艾克美" in smalltalk_reply("greeting", "zh", **named)
     assert "human" in smalltalk_reply("who_are_you", "en")
-    assert "LH-100234" in smalltalk_reply("who_are_you", "zh")
+    assert "AC-100234" in smalltalk_reply("who_are_you", "zh", **named)
     assert "AB12345" in smalltalk_reply("who_are_you", "en", order_example="AB12345")
+
+
+def test_a_shop_without_a_name_or_orders_gets_replies_that_claim_neither() -> None:
+    assert (
+        smalltalk_reply("greeting", "en") == "Hello! I'm the assistant — how can I help you today?"
+    )
+    assert smalltalk_reply("greeting", "zh") == "您好！我是智能客服，请问有什么可以帮您？"
+    for lang in ("en", "zh"):
+        who = smalltalk_reply("who_are_you", lang)
+        assert "order" not in who
+        assert "订单" not in who
+    assert smalltalk_reply("goodbye", "en") == "Thanks for chatting with us — have a nice day!"
+    assert smalltalk_reply("goodbye", "zh") == "感谢您的咨询，祝您生活愉快，再见！"
 
 
 def test_replies_name_the_shop_in_each_language() -> None:

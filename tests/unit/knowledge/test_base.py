@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kefu import demo
 from kefu.errors import NotFound
 from kefu.knowledge import index as index_module
 from kefu.knowledge.base import KbChange, KnowledgeBase
@@ -197,13 +198,13 @@ def test_add_reports_pending_changes_of_another_process(
 
 def test_load_demo(tmp_path: Path) -> None:
     kb = KnowledgeBase.open(tmp_path / "knowledge.db", HashEmbedder())  # 80 real ones: 6 s
-    change = kb.load_demo()
+    change = kb.add(demo.entries())
     assert len(change.added) == len(kb) > 40
     assert {e.source for e in kb.entries()} == {"demo"}
     assert {e.lang for e in kb.entries()} == {"en", "zh"}
     assert kb.search("How long does delivery take?", k=1)[0].entry.lang == "en"
     assert kb.search("下单后多久能收到货？", k=1)[0].entry.lang == "zh"
-    assert not kb.load_demo()
+    assert not kb.add(demo.entries())
     kb.close()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kefu.knowledge.base import demo_entries
+from kefu import demo
 from kefu.knowledge.embedder import StaticEmbedder
 from kefu.text.normalize import normalize
 from kefu.text.words import is_cjk_word, words_of
@@ -40,7 +40,7 @@ def test_no_evaluation_message_is_a_demo_question() -> None:
         messages += [
             q for row in csv.DictReader(f) for q in (row["question"], row["cached_question"])
         ]
-    questions = {normalize(entry.question) for entry in demo_entries()}
+    questions = {normalize(entry.question) for entry in demo.entries()}
     assert [m for m in messages if normalize(m) in questions] == []
 
 
@@ -63,7 +63,7 @@ def test_every_latin_word_of_the_demo_is_in_the_table(static_embedder: StaticEmb
     # be left out of the vector: run scripts/distill-embeddings after editing the demo.
     missing = {
         word
-        for entry in demo_entries()
+        for entry in demo.entries()
         for word in words_of(f"{entry.question}\n{entry.answer}")
         if not is_cjk_word(word) and not word.isdigit() and not static_embedder.rows_of(word)
     }

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kefu import demo
 from kefu.knowledge.embedder import Vectors
 from kefu.knowledge.second_look import (
     E5Transformer,
@@ -165,11 +166,10 @@ def test_a_torn_file_is_embedded_again(e5: E5Transformer, tmp_path: Path) -> Non
 
 
 def test_the_demo_ships_embedded(e5: E5Transformer, tmp_path: Path) -> None:
-    from kefu.knowledge.base import demo_entries
 
-    rows = [Known.of(entry) for entry in demo_entries()]
+    rows = [Known.of(entry) for entry in demo.entries()]
     model = CountingTransformer(e5)
-    SecondLook(model, tmp_path / "vectors.npz").sync(rows, limit=len(rows))
+    SecondLook(model, tmp_path / "vectors.npz", demo.VECTORS).sync(rows, limit=len(rows))
     # scripts/embed-demo is up to date with the demo's files
     assert model.texts == model.answers == 0
 

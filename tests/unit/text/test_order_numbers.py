@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kefu.text.order_numbers import (
-    DEFAULT_ORDER_EXAMPLE,
-    DEFAULT_ORDER_PATTERN,
-    example_fits,
-    read_order_number,
-)
+from kefu import demo
+from kefu.text.order_numbers import example_fits, read_order_number
 
 
 @pytest.mark.parametrize(
@@ -31,7 +27,7 @@ from kefu.text.order_numbers import (
     ],
 )
 def test_order_number_default_pattern(message: str, expected: str | None) -> None:
-    assert read_order_number(message, DEFAULT_ORDER_PATTERN).id == expected
+    assert read_order_number(message, demo.ORDER_PATTERN).id == expected
 
 
 def test_order_number_custom_patterns() -> None:
@@ -59,10 +55,7 @@ def test_order_number_custom_patterns() -> None:
     ],
 )
 def test_a_mistyped_order_number(message: str, expected: str | None) -> None:
-    assert (
-        read_order_number(message, DEFAULT_ORDER_PATTERN, DEFAULT_ORDER_EXAMPLE).mistyped
-        == expected
-    )
+    assert read_order_number(message, demo.ORDER_PATTERN, demo.ORDER_EXAMPLE).mistyped == expected
 
 
 def test_a_mistyped_number_is_looked_for_by_the_example_s_letters() -> None:
@@ -77,14 +70,14 @@ def test_a_mistyped_number_is_looked_for_by_the_example_s_letters() -> None:
 
 
 def test_a_number_typed_with_a_space_is_the_order() -> None:
-    assert read_order_number("where is my order LH 100234", DEFAULT_ORDER_PATTERN).id is None
-    found = read_order_number("where is my order LH 100234", DEFAULT_ORDER_PATTERN, "LH-100234").id
+    assert read_order_number("where is my order LH 100234", demo.ORDER_PATTERN).id is None
+    found = read_order_number("where is my order LH 100234", demo.ORDER_PATTERN, "LH-100234").id
     assert found == "LH-100234"
     assert read_order_number("order AB-12345 please", r"\bAB\d{5}\b", "AB12345").id == "AB12345"
 
 
 def test_the_example_must_be_a_whole_order_number() -> None:
-    assert example_fits(" LH-100234 ", DEFAULT_ORDER_PATTERN)
+    assert example_fits(" LH-100234 ", demo.ORDER_PATTERN)
     assert example_fits("12345678", r"\b\d{8}\b")
-    assert not example_fits("Order LH-100234", DEFAULT_ORDER_PATTERN)
-    assert not example_fits("LH-10023", DEFAULT_ORDER_PATTERN)
+    assert not example_fits("Order LH-100234", demo.ORDER_PATTERN)
+    assert not example_fits("LH-10023", demo.ORDER_PATTERN)

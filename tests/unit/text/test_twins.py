@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kefu import demo
 from kefu.fastpath.router import RouterConfig, read_rules
 from kefu.fastpath.rules import (
     asks_about_order,
@@ -100,7 +101,7 @@ def twins(draw: st.DrawFn) -> tuple[str, str]:
     return message, twin
 
 
-CONFIG = RouterConfig()
+CONFIG = RouterConfig(order_pattern=demo.ORDER_PATTERN, order_example=demo.ORDER_EXAMPLE)
 
 
 @settings(max_examples=300, derandomize=True, database=None, deadline=None)
@@ -112,8 +113,8 @@ def test_every_rule_reads_a_twin_as_the_message(pair: tuple[str, str]) -> None:
     assert words_of(twin) == words_of(message)
     assert tokens(twin) == tokens(message)
     assert salient(twin) == salient(message)
-    assert read_order_number(twin, example="LH-100234") == read_order_number(
-        message, example="LH-100234"
+    assert read_order_number(twin, demo.ORDER_PATTERN, "LH-100234") == read_order_number(
+        message, demo.ORDER_PATTERN, "LH-100234"
     )
     assert handoff_score(twin) == handoff_score(message)
     assert smalltalk_kind(twin) == smalltalk_kind(message)

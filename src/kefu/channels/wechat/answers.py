@@ -87,12 +87,14 @@ class Answers:
         return await self._turn(session_id, message)
 
     async def greeting(self) -> str:
-        english, _, chinese = self.runtime.settings.shop_name.partition("|")
+        english, _, chinese = (self.runtime.settings.shop_name or "").partition("|")
         asked = await suggestions(self.runtime)
         questions = asked["zh"] or asked["en"]
         # A 公众号's new follower; a 微信客服 customer opening a conversation.
         welcome = "欢迎关注" if self.channel == "mp" else "欢迎来到"
-        lines = [f"您好，{welcome}{chinese or english}！我是智能客服，有问题直接发消息给我。"]
+        name = chinese or english
+        hello = f"您好，{welcome}{name}！" if name else "您好！"
+        lines = [f"{hello}我是智能客服，有问题直接发消息给我。"]
         if questions:
             lines.append("大家常问：")
             lines.extend(f"{i}. {q}" for i, q in enumerate(questions, 1))

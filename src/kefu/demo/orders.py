@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
 
-from kefu.fastpath.orders import STATUSES, Order, Status
+from kefu.fastpath.order import STATUSES, Order, Status
 
 CARRIERS = (
     ("Ninja Van", "NV"),
@@ -57,7 +57,7 @@ _DAYS = {
 }
 
 
-def demo_orders(today: date) -> list[Order]:
+def sample_orders(today: date) -> list[Order]:
     orders = [_order(n, today) for n in range(1, 31)]
     orders.append(_order(234, today, status="shipped"))
     return orders
