@@ -5,6 +5,7 @@ imported, its own name, order numbers and hours; nothing of the demo shop appear
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,7 +34,8 @@ def velo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     # A real install of the shop's package (its own pyproject.toml, its entry point) into a
     # directory of its own, so the other tests' kefu never sees the "velo" backend.
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site)]
-    subprocess.run([*pip, str(EXAMPLE)], check=True, capture_output=True, timeout=300)
+    source = shutil.copytree(EXAMPLE, base / "second-shop")  # pip builds in the tree
+    subprocess.run([*pip, str(source)], check=True, capture_output=True, timeout=300)
     env = {"PYTHONPATH": str(site), "VELO_ORDERS_FILE": str(EXAMPLE / "orders.json")}
     data = base / "data"
     imported = subprocess.run(
