@@ -17,6 +17,7 @@ from starlette.types import Scope
 from kefu import demo
 from kefu.api import health, observe, web
 from kefu.api.agent import routes as agent
+from kefu.api.channel import RunningChannel, registered
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
 from kefu.api.guard import Guard
@@ -24,8 +25,6 @@ from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
 from kefu.api.openai import routes as openai
 from kefu.api.openapi import routes as openapi
-from kefu.api.wechat import routes as wechat
-from kefu.channels.wechat.channels import open_wechat
 from kefu.engine.base import DEFAULT_GROUP, ChatMessage, Engine
 from kefu.engine.engines_file import GroupSpec, default_group, read_engines_file
 from kefu.engine.fake import FakeEngine
@@ -45,6 +44,7 @@ from kefu.observe.timeline import Timeline
 from kefu.service.fast_path import FastPath
 from kefu.service.judging import Judge
 from kefu.service.runtime import Runtime
+from kefu.sessions.claims import LocalClaims
 from kefu.settings import Settings
 from kefu.settings.auth_mode import warn_if_insecure
 from kefu.shared.changes import SharedChanges
@@ -155,6 +155,8 @@ def _judge_engine(settings: Settings, serving: Engine) -> Engine | None:
 
 
 def create_app(settings: Settings, engine_factory: EngineFactory = build_engine) -> Starlette:
+    channels = registered()  # WeChat, and any a package registers
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         demo_in_use = demo.in_use(settings)
@@ -164,6 +166,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         warn_if_insecure(settings)
         state = open_state(settings)
         store = state.store
+        shared = SharedChanges(state.redis) if state.redis is not None else None
+        exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         runtime = Runtime(
             settings=shop,
             engine=engine,
@@ -181,23 +185,23 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             hours=ServiceHours.parse(shop.service_hours),
             events=state.events,
             access=state.access,
+            replication=shared,
+            claims=RedisClaims(state.redis) if state.redis is not None else LocalClaims(),
+            spans=exporter,
         )
         state.report_to(runtime.observer)
-        if state.redis is not None:
-            runtime.claims = RedisClaims(state.redis)
         app.state.runtime = runtime
-        shared = SharedChanges(state.redis) if state.redis is not None else None
-        runtime.replication = shared
-        exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
         if exporter is not None:
-            runtime.observer.spans = exporter
             await exporter.start()
         await store.open()
-        channels = open_wechat(runtime, state.redis, state.limiter)
-        if channels is not None:
-            runtime.outbound.append(channels)
-            app.state.wechat = channels
-            channels.start()
+        opened: dict[str, RunningChannel] = {}
+        for name, channel in channels.items():
+            running = channel.open(runtime, state.redis, state.limiter)
+            if running is not None:
+                opened[name] = running
+                runtime.outbound.append(running)
+                running.start()
+        app.state.channels = opened
         # Load in the background so /health answers and /ready says "loading" meanwhile.
         starts = [asyncio.create_task(runtime.start_engine())]
         tasks = [asyncio.create_task(_sample_load(runtime)), asyncio.create_task(trim_every())]
@@ -230,8 +234,8 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             gc.unfreeze()
             restore_blas()
             runtime.ready = False
-            if channels is not None:
-                await channels.close()
+            for running in opened.values():
+                await running.close()
             await runtime.drain()
             await runtime.close()
             runtime.fast_path = None
@@ -255,7 +259,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             *observe.routes,
             *web.routes,
             *openapi.routes,
-            *wechat.routes(settings),
+            *(route for channel in channels.values() for route in channel.routes(settings)),
         ],
         middleware=[
             *_cors(settings),

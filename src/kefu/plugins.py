@@ -21,7 +21,7 @@ from importlib.metadata import EntryPoint, entry_points
 ORDER_BACKENDS = "kefu.order_backends"
 # A directory (a Traversable) holding the language's data files (kefu.text.packs).
 LANGUAGES = "kefu.languages"
-# A kefu.channels.base.Channel: the routes and the task of a messaging platform.
+# A kefu.api.channel.Channel: a messaging platform's routes and running part.
 CHANNELS = "kefu.channels"
 
 

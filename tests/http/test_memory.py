@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from kefu import demo
 from kefu.engine.base import GenerationEvent, GenerationRequest
 from kefu.engine.fake import FakeEngine
 from kefu.errors import EngineError
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.anyio
 
 SUMMARY = "customer reports a leaking kettle"
 # --history-turns 2, --memory-every 2: after turn 4 turns 1-2 are folded, after 6 turns 3-4.
-MEMORY = {"memory": "summary", "history_turns": 2, "memory_every": 2}
+# A shop that reads order numbers (the demo's shape): facts keep them.
+SHOP = {"order_pattern": demo.ORDER_PATTERN, "order_example": demo.ORDER_EXAMPLE}
+MEMORY = {"memory": "summary", "history_turns": 2, "memory_every": 2, **SHOP}
 
 
 class SummarisingEngine(FakeEngine):

@@ -20,7 +20,7 @@ from kefu.limits.admission import Admission
 from kefu.limits.holds import Hold, Ticket
 from kefu.memory.keeper import MemoryKeeper, MemoryPolicy
 from kefu.observe.metrics import GroupLoad, LoadSnapshot
-from kefu.observe.observer import Observer
+from kefu.observe.observer import Observer, SpanSink
 from kefu.observe.timeline import Timeline
 from kefu.service.access import Access
 from kefu.service.fast_path import FastPath
@@ -69,8 +69,11 @@ class Runtime:
     replication: Replication | None = None
     # Which agent answers each handed-off conversation (Redis-held with --redis).
     claims: Claims = field(default_factory=LocalClaims)
-    # Platforms whose conversations an agent's reply must reach too (WeChat channels).
+    # Platforms whose conversations an agent's reply must reach too: the channels that
+    # open once the runtime they answer through exists add themselves (app.py).
     outbound: list[Outbound] = field(default_factory=list)
+    # Where each request's spans go (--otel-endpoint); None: nowhere.
+    spans: SpanSink | None = None
     # How often each FAQ entry answered since start: the chat page suggests the most asked.
     # At most ASKED_MAX entries (``count_asked``): ids of entries long removed go in time.
     asked: Counter[str] = field(default_factory=Counter)
@@ -102,7 +105,8 @@ class Runtime:
         self.groups = Groups.of(
             self.engine, self.admission, self._admission_like, settings.unknown_model
         )
-        self.observer = Observer(self.load_snapshot)  # reads the load, memory and groups
+        # It reads the load, memory and groups.
+        self.observer = Observer(self.load_snapshot, self.spans)
 
     def _admission_like(self, slots: int | None) -> Admission:
         """Another group's admission, built as the default group's (``slots`` None: as

@@ -7,22 +7,23 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from kefu.api.body import read_body
-from kefu.channels.wechat.channels import WeChatChannels, configured
-from kefu.errors import EngineNotReady
+from kefu.api.channel import running
+from kefu.channels.wechat.channels import WeChatChannels, configured, open_wechat
+from kefu.limits.bucket import Limiter
 from kefu.observe.timeline import Timeline
 from kefu.service.runtime import Runtime
 from kefu.settings import Settings
+from kefu.shared.client import RedisClient
 
 XML = "application/xml"
 
 
 def _channels(request: Request) -> WeChatChannels:
-    channels: WeChatChannels | None = getattr(request.app.state, "wechat", None)
-    if channels is None:
-        raise EngineNotReady("the WeChat channel is starting; WeChat will retry", retry_after=1)
+    channels = running(request, NAME)
+    assert isinstance(channels, WeChatChannels)
     return channels
 
 
@@ -59,11 +60,23 @@ async def customer_service(request: Request) -> Response:
     return PlainTextResponse(service.handle(query, body))
 
 
-def routes(settings: Settings) -> list[Route]:
-    official, kf = configured(settings)
-    found = []
-    if official:
-        found.append(Route("/wechat/mp", official_account, methods=["GET", "POST"]))
-    if kf:
-        found.append(Route("/wechat/kf", customer_service, methods=["GET", "POST"]))
-    return found
+class WeChat:
+    """The channel as kefu.channels registers it (pyproject.toml)."""
+
+    def routes(self, settings: Settings) -> list[BaseRoute]:
+        official, kf = configured(settings)
+        found: list[BaseRoute] = []
+        if official:
+            found.append(Route("/wechat/mp", official_account, methods=["GET", "POST"]))
+        if kf:
+            found.append(Route("/wechat/kf", customer_service, methods=["GET", "POST"]))
+        return found
+
+    def open(
+        self, runtime: Runtime, redis: RedisClient | None, limiter: Limiter
+    ) -> WeChatChannels | None:
+        return open_wechat(runtime, redis, limiter)
+
+
+NAME = "wechat"  # its entry point's name
+CHANNEL = WeChat()
