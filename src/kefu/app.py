@@ -17,7 +17,7 @@ from starlette.types import Scope
 from kefu import demo
 from kefu.api import health, observe, web
 from kefu.api.agent import routes as agent
-from kefu.api.channel import RunningChannel, registered
+from kefu.api.channel import Channel, RunningChannel, registered
 from kefu.api.chat import routes as chat
 from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
 from kefu.api.guard import Guard
@@ -49,7 +49,7 @@ from kefu.settings import Settings
 from kefu.settings.auth_mode import warn_if_insecure
 from kefu.shared.changes import SharedChanges
 from kefu.shared.claims import RedisClaims
-from kefu.state import open_state
+from kefu.state import State, open_state
 from kefu.threads import one_blas_thread
 
 log = logging.getLogger("kefu")
@@ -159,69 +159,26 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        demo_in_use = demo.in_use(settings)
-        # What the turns read: the demo's shop values where it is in use and left unset.
-        shop = demo.applied(settings) if demo_in_use else settings
         engine = engine_factory(settings)
         warn_if_insecure(settings)
         state = open_state(settings)
-        store = state.store
-        shared = SharedChanges(state.redis) if state.redis is not None else None
         exporter = OtlpExporter(settings.otel_endpoint) if settings.otel_endpoint else None
-        runtime = Runtime(
-            settings=shop,
-            engine=engine,
-            store=store,
-            admission=Admission(
-                slots=settings.parallel,
-                max_waiting=settings.max_queue,
-                timeout=settings.queue_timeout,
-                ttft_slo=settings.ttft_slo,
-                policy=settings.admission,
-                shadow=settings.admission_shadow,
-                quantile=settings.admission_quantile,
-            ),
-            locks=state.locks,
-            hours=ServiceHours.parse(shop.service_hours),
-            events=state.events,
-            access=state.access,
-            replication=shared,
-            claims=RedisClaims(state.redis) if state.redis is not None else LocalClaims(),
-            spans=exporter,
-        )
-        state.report_to(runtime.observer)
+        shared = SharedChanges(state.redis) if state.redis is not None else None
+        demo_in_use = demo.in_use(settings)
+        runtime = _build_runtime(settings, demo_in_use, engine, state, shared, exporter)
         app.state.runtime = runtime
         if exporter is not None:
             await exporter.start()
-        await store.open()
-        opened: dict[str, RunningChannel] = {}
-        for name, channel in channels.items():
-            running = channel.open(runtime, state.redis, state.limiter)
-            if running is not None:
-                opened[name] = running
-                runtime.outbound.append(running)
-                running.start()
-        app.state.channels = opened
+        await state.store.open()
+        app.state.channels = opened = _open_channels(channels, runtime, state)
+        fast_path = await _build_fast_path(runtime, demo_in_use) if settings.fast_path else None
         # Load in the background so /health answers and /ready says "loading" meanwhile.
         starts = [asyncio.create_task(runtime.start_engine())]
         tasks = [asyncio.create_task(_sample_load(runtime)), asyncio.create_task(trim_every())]
-        fast_path = None
-        if settings.fast_path:
-            fast_path = FastPath(
-                shop,
-                embedder_factory=StaticEmbedder,
-                orders=await _open_orders(shop, demo_in_use),
-                hours=runtime.hours,
-                transformer_factory=E5Transformer,
-                demo_in_use=demo_in_use,
-            )
-            judge = _judge_engine(settings, engine)
-            if judge is not None:
-                fast_path.judge = Judge(judge, fast_path.record_verdict, start=judge is not engine)
+        if fast_path is not None:
             starts.append(asyncio.create_task(runtime.start_fast_path(fast_path)))
-            tasks.append(
-                asyncio.create_task(_follow_changes(runtime, fast_path, starts[-1], shared))
-            )
+            follow = _follow_changes(runtime, fast_path, starts[-1], shared)
+            tasks.append(asyncio.create_task(follow))
         tasks.append(asyncio.create_task(_freeze_when_started(starts)))
         # Process-wide like the frozen objects, and given back at the end the same way.
         restore_blas = one_blas_thread()
@@ -233,19 +190,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
             await asyncio.gather(*starts, *tasks, return_exceptions=True)
             gc.unfreeze()
             restore_blas()
-            runtime.ready = False
-            for running in opened.values():
-                await running.close()
-            await runtime.drain()
-            await runtime.close()
-            runtime.fast_path = None
-            if fast_path is not None:
-                await fast_path.close()
-                if fast_path.judge is not None and fast_path.judge.engine is not engine:
-                    await fast_path.judge.engine.close()
-            await engine.close()
-            await store.close()
-            await state.close()
+            await _close(runtime, opened, fast_path, state)
             if exporter is not None:
                 await exporter.close()
 
@@ -294,6 +239,96 @@ def _cors(settings: Settings) -> list[Middleware]:
             max_age=600,
         )
     ]
+
+
+def _build_runtime(
+    settings: Settings,
+    demo_in_use: bool,
+    engine: Engine,
+    state: State,
+    shared: SharedChanges | None,
+    spans: OtlpExporter | None,
+) -> Runtime:
+    # What the turns read: the demo's shop values where it is in use and left unset.
+    shop = demo.applied(settings) if demo_in_use else settings
+    runtime = Runtime(
+        settings=shop,
+        engine=engine,
+        store=state.store,
+        admission=Admission(
+            slots=settings.parallel,
+            max_waiting=settings.max_queue,
+            timeout=settings.queue_timeout,
+            ttft_slo=settings.ttft_slo,
+            policy=settings.admission,
+            shadow=settings.admission_shadow,
+            quantile=settings.admission_quantile,
+        ),
+        locks=state.locks,
+        hours=ServiceHours.parse(shop.service_hours),
+        events=state.events,
+        access=state.access,
+        replication=shared,
+        claims=RedisClaims(state.redis) if state.redis is not None else LocalClaims(),
+        spans=spans,
+    )
+    state.report_to(runtime.observer)
+    return runtime
+
+
+def _open_channels(
+    channels: dict[str, Channel], runtime: Runtime, state: State
+) -> dict[str, RunningChannel]:
+    """The configured channels, running; an agent's reply reaches their conversations."""
+    opened: dict[str, RunningChannel] = {}
+    for name, channel in channels.items():
+        running = channel.open(runtime, state.redis, state.limiter)
+        if running is not None:
+            opened[name] = running
+            runtime.outbound.append(running)
+            running.start()
+    return opened
+
+
+async def _build_fast_path(runtime: Runtime, demo_in_use: bool) -> FastPath:
+    """The fast path, its orders open; its knowledge base opens in runtime.start_fast_path."""
+    settings = runtime.settings
+    fast_path = FastPath(
+        settings,
+        embedder_factory=StaticEmbedder,
+        orders=await _open_orders(settings, demo_in_use),
+        hours=runtime.hours,
+        transformer_factory=E5Transformer,
+        demo_in_use=demo_in_use,
+    )
+    judge = _judge_engine(settings, runtime.engine)
+    if judge is not None:
+        start = judge is not runtime.engine
+        fast_path.judge = Judge(judge, fast_path.record_verdict, start=start)
+    return fast_path
+
+
+async def _close(
+    runtime: Runtime,
+    channels: dict[str, RunningChannel],
+    fast_path: FastPath | None,
+    state: State,
+) -> None:
+    """Stop taking work, finish the turns in flight (their records are stored), then close
+    what they used, users before what they use."""
+    runtime.ready = False
+    for running in channels.values():
+        await running.close()
+    await runtime.drain()
+    await runtime.close()
+    runtime.fast_path = None
+    if fast_path is not None:
+        await fast_path.close()
+        if fast_path.judge is not None and fast_path.judge.engine is not runtime.engine:
+            await fast_path.judge.engine.close()
+    await runtime.engine.close()
+    await state.store.close()
+    await state.close()
 
 
 def _report(scope: Scope, request_id: str, status: int, timeline: Timeline) -> None:
