@@ -251,6 +251,11 @@ def _build_runtime(
 ) -> Runtime:
     # What the turns read: the demo's shop values where it is in use and left unset.
     shop = demo.applied(settings) if demo_in_use else settings
+    if demo_in_use:
+        log.info(
+            "answering as the demo shop (kefu.demo): import your knowledge base with "
+            "`kefu kb import` and restart, or start with --no-demo"
+        )
     runtime = Runtime(
         settings=shop,
         engine=engine,

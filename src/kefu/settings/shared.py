@@ -36,7 +36,7 @@ class SharedSettings(SettingsGroup):
         "expires it then).",
     )
 
-    # Long conversations: a rolling summary and facts (issue 21).
+    # Long conversations: a rolling summary and facts.
     @field_validator("redis")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
