@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-import kefu.service.fast_path as fast_path_module
+import kefu.service.kb_threads as kb_threads_module
 from kefu.cache.answers import AnswerCache
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import SqliteOrders
@@ -89,7 +89,7 @@ async def test_a_large_knowledge_base_is_searched_on_the_fast_paths_thread(
 ) -> None:
     seen = threads_searching(fast_path, monkeypatch)
     assert fast_path.kb is not None
-    monkeypatch.setattr(fast_path_module, "INLINE_MAX_ENTRIES", len(fast_path.kb) - 1)
+    monkeypatch.setattr(kb_threads_module, "INLINE_MAX_ENTRIES", len(fast_path.kb) - 1)
     assert (await fast_path.plan(GENERAL, scope="t", failures=0)).tier == "llm"
     assert_searched_once_on_the_worker(seen)
 
@@ -124,7 +124,8 @@ async def test_a_lookup_does_not_overtake_a_job_queued_before_it(
 ) -> None:
     seen = threads_searching(fast_path, monkeypatch)
     release = threading.Event()
-    blocker = fast_path._worker.submit(release.wait, 5)  # the thread, not yet the lock
+    # The knowledge base's thread, not yet its lock.
+    blocker = fast_path.worker.threads._worker.submit(release.wait, 5)
     order: list[str] = []
     job = asyncio.ensure_future(fast_path.run(lambda: order.append("job")))
     lookup = asyncio.ensure_future(fast_path.plan(GENERAL, scope="t", failures=0))

@@ -5,24 +5,17 @@ all), then a knowledge-base question asked word for word, or one embedding of th
 message (the static word table: tens of microseconds) shared by the knowledge-base
 search and the answer cache.
 
-The knowledge base and the cache are not thread-safe, and changing them blocks (the
-disk, a large refresh), so one lock admits one thread at a time: the fast path's own
-thread for everything that writes or may take long, and the event loop itself for a
-lookup when nobody holds the lock (the usual case) and the knowledge base is not too
-large to search there (``INLINE_MAX_ENTRIES``). A lookup is a millisecond or two of
-in-memory work that holds the GIL wherever it runs; sending it to the thread and back
-cost two thread handoffs, which under load were most of its tail. The event loop never
-waits for the lock: a lookup that finds it taken queues on the thread. Imports embed on
-a thread of their own, so a large one does not hold up answers.
+This is the turn's side: reading, planning, the first and second looks, the judge after
+the reply and the calibration that follows its verdicts. The knowledge base, the cache
+and the logs they read are the knowledge-base worker's (``kb_worker.py``), and so is the
+lock a lookup takes (``kb_threads.py``: why a lookup runs on the event loop when it can).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -33,27 +26,24 @@ from kefu.faq.decide import Evidence, Verdict
 from kefu.faq.evidence import FINDINGS_BOUNDS, Features
 from kefu.faq.fit import Candidate as Found
 from kefu.faq.fit import Scored, candidates
-from kefu.faq.labels import LABELS_FILE, Label, LabelLog, current
+from kefu.faq.labels import Label
 from kefu.faq.model import MODEL_FILE
 from kefu.fastpath.hours import ServiceHours
 from kefu.fastpath.orders import OrderBackend
 from kefu.fastpath.router import Candidate, RouterConfig, Routing, Rules, read_rules, route
-from kefu.knowledge.base import KB_FILE, Hit, KbChange, KnowledgeBase, prepared
+from kefu.knowledge.base import Hit, KbChange, KnowledgeBase
 from kefu.knowledge.embedder import Embedder, Vectors, embed_message
 from kefu.knowledge.entries import KbEntry
-from kefu.knowledge.kb_words import read_texts
-from kefu.knowledge.misses import MISSES_FILE, MissLog
-from kefu.knowledge.second_look import SECOND_LOOK_FILE, Known, SecondLook, Transformer
-from kefu.service.cache_upkeep import evict_affected
+from kefu.knowledge.second_look import Transformer
 from kefu.service.calibration import Keeper, Seen
 from kefu.service.judging import Judge
+from kefu.service.kb_worker import KbWorker
 from kefu.service.plan import PASSAGE_FLOOR, Plan, Source, best_passages
 from kefu.service.rule_answers import answer_by_rule
 from kefu.service.second_look import SecondLooker
 from kefu.settings import Settings
 from kefu.text.message import Message
 from kefu.text.words import language
-from kefu.threads import lower_priority
 
 log = logging.getLogger("kefu.fastpath")
 
@@ -64,12 +54,6 @@ EXACT = "the question, word for word"
 REFIT_EVERY = 10
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 NO_FIRST_LOOK = "first look: no answer with several questions leads"
-# Knowledge-base texts read ahead per round: about half a second of a thread of its own.
-READ_AHEAD_TEXTS = 2000
-# Up to this many entries a lookup runs on the event loop (a search is 1-2 ms at 10 000
-# here); a larger knowledge base's search would hold every other request up for longer
-# than the hop to the worker costs.
-INLINE_MAX_ENTRIES = 10_000
 
 
 class FastPath:
@@ -93,30 +77,11 @@ class FastPath:
             shop_name=settings.shop_name,
         )
         self._embedder_factory = embedder_factory
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-fastpath")
-        # Held by whoever works on the knowledge base, the cache or the miss log: a job of
-        # the worker, or a lookup on the event loop (see the module's docstring).
-        self._busy = threading.Lock()
-        # Jobs given to the worker, and of those started: a lookup never overtakes a job
-        # queued before it (a cache put, a KB change). One writer each: the loop, the worker.
-        self._submitted = 0
-        self._started = 0
-        self._importer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kefu-kb-import")
-        # Not the import thread: a large import would hold the rounds up behind it. At the
-        # decode threads' niceness: it is background work, as decoding is to the fast path.
-        self._reader = ThreadPoolExecutor(
-            max_workers=1,
-            thread_name_prefix="kefu-kb-read",
-            initializer=lower_priority,
-            initargs=(settings.engine_nice, "reading the knowledge base ahead"),
-        )
         self._transformer_factory = transformer_factory
-        self.second_look: SecondLooker | None = None
-        self.embedder: Embedder | None = None
-        self.kb: KnowledgeBase | None = None
-        self.cache: AnswerCache | None = None
-        self.misses: MissLog | None = None
-        self.labels: LabelLog | None = None
+        # The worker's opening, a task of its own from ``open`` on: an ``open`` cancelled
+        # while the thread opens the parts (a shutdown while loading) leaves it running,
+        # and ``close`` closes what it opened.
+        self._opening: asyncio.Task[KbWorker] | None = None
         self.keeper = Keeper(
             settings.data_dir / MODEL_FILE,
             settings.faq_precision,
@@ -127,89 +92,70 @@ class FastPath:
         self.judge: Judge | None = None
         self._verdicts = 0
 
+    @property
+    def worker(self) -> KbWorker:
+        """The knowledge base, the cache and the logs, opened: a turn only meets a fast
+        path ``open`` has returned from."""
+        opening = self._opening
+        if opening is None or not opening.done():
+            raise RuntimeError("the fast path is not open")
+        return opening.result()
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.worker.kb
+
+    @property
+    def cache(self) -> AnswerCache:
+        return self.worker.cache
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.worker.embedder
+
+    @property
+    def second_look(self) -> SecondLooker | None:
+        """None when the second look is off."""
+        return self.worker.second_look
+
     async def run(self, fn: Callable[[], T]) -> T:
-        """Run knowledge-base or cache work on the fast path's own thread."""
-
-        def locked() -> T:
-            with self._busy:
-                self._started += 1
-                return fn()
-
-        self._submitted += 1
-        return await asyncio.get_running_loop().run_in_executor(self._worker, locked)
-
-    async def _look_up(self, fn: Callable[[], T]) -> T:
-        """Run a lookup (memory only) here, on the event loop, if no job is queued or
-        running on the knowledge base and the cache and the knowledge base is not too
-        large to search here; else queue it on the fast path's thread."""
-        small = self.kb is not None and len(self.kb) <= INLINE_MAX_ENTRIES
-        idle = self._started == self._submitted
-        if small and idle and self._busy.acquire(blocking=False):
-            try:
-                return fn()
-            finally:
-                self._busy.release()
-        return await self.run(fn)
+        """Run knowledge-base or cache work on the knowledge base's own thread."""
+        return await self.worker.run(fn)
 
     async def open(self) -> None:
-        await self.run(self._open)
+        self._opening = asyncio.create_task(
+            KbWorker.open(
+                self.settings,
+                embedder_factory=self._embedder_factory,
+                transformer_factory=self._transformer_factory,
+                demo_in_use=self.demo,
+                on_change=self._changed,
+            )
+        )
+        worker = await asyncio.shield(self._opening)
+        # The stored model, if it was fitted to this state (read under the lock).
+        await worker.run(lambda: self.keeper.open(worker.labelled()[0]))
         # One round before the first customer (the whole demo: about 0.25 s, beside the
         # model's loading); a larger knowledge base is read on in the refresh rounds.
         try:
-            await self.read_ahead()
+            await worker.read_ahead()
         except Exception:  # only time is lost: the guard reads what it needs itself
             log.exception("reading the knowledge base ahead failed")
-        await self.follow_second_look()
-
-    def _open(self) -> None:
-        data_dir = self.settings.data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.embedder = self._embedder_factory()
-        self.kb = KnowledgeBase.open(data_dir / KB_FILE, self.embedder)
-        if self.demo:
-            change = self.kb.add(demo.entries())
-            if change:
-                log.info("the demo is in use: loaded its %d entries", len(change.added))
-        self.kb.prepare()
-        self.misses = MissLog(data_dir / MISSES_FILE)
-        self.labels = LabelLog(data_dir / LABELS_FILE)
-        self.keeper.open(self._current()[0])
-        self.cache = AnswerCache(
-            data_dir / "cache.db",
-            threshold=self.settings.cache_threshold,
-            ttl=self.settings.cache_ttl,
-            embedder=f"{self.embedder.name}/{self.embedder.dim}",
-        )
-        if self.settings.second_look and self._transformer_factory is not None:
-            seed = demo.VECTORS if self.demo else None
-            look = SecondLook(self._transformer_factory(), data_dir / SECOND_LOOK_FILE, seed)
-            self.second_look = SecondLooker(look)
-        log.info("fast path ready: %d knowledge-base entries", len(self.kb))
+        await worker.follow_second_look()
 
     async def close(self) -> None:
         await self.keeper.close()
-
-        def close() -> None:
-            for part in (self.kb, self.cache, self.misses, self.labels):
-                if part is not None:
-                    part.close()
-
-        await self.run(close)
-        if self.second_look is not None:
-            self.second_look.close()
-        self._worker.shutdown(wait=True)
-        self._importer.shutdown(wait=True)
-        self._reader.shutdown(wait=True)
+        opening = self._opening
+        if opening is not None:
+            await asyncio.wait([opening])  # still opening if ``open`` was cancelled
+            # One that failed closed what it had opened.
+            if not opening.cancelled() and opening.exception() is None:
+                await opening.result().close()
         await self.orders.close()
 
     def scope(self, tenant: str) -> str:
         """Cached answers are kept apart per persona and tenant."""
         return AnswerCache.scope(self.settings.persona, tenant)
-
-    def _knowledge(self) -> KnowledgeBase:
-        """The knowledge base, for work under its lock once ``open`` made it."""
-        assert self.kb is not None
-        return self.kb
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -235,11 +181,12 @@ class FastPath:
                 orders=self.orders,
                 hours=self.hours,
             )
-        plan = await self._look_up(lambda: self._exact(read) or self._search(read, scope, rules))
+        worker = self.worker
+        plan = await worker.look_up(lambda: self._exact(read) or self._search(read, scope, rules))
         if second_look and plan.tier == "llm" and not rules.follow_up:
             plan = await self._look_again(read, plan)
         if plan.routing.intent == "general" and plan.routing.reason is not None:
-            await self._look_up(lambda: self._note_miss(read, plan.passages, plan.routing))
+            await worker.look_up(lambda: self._note_miss(read, plan.passages, plan.routing))
         return plan
 
     def _decide(self, evidence: Evidence) -> Verdict:
@@ -254,13 +201,14 @@ class FastPath:
 
     async def _look_again(self, message: Message, declined: Plan) -> Plan:
         """The second look: e5's nearest answer, decided on its own evidence."""
-        if self.second_look is None:
+        worker = self.worker
+        if worker.second_look is None:
             return declined
         # The folded text: a message and its phone-typed twin are one to e5 too.
-        nearest = await self.second_look.nearest(message.folded)
+        nearest = await worker.second_look.nearest(message.folded)
         if nearest is None:
             return declined
-        evidence = await self._look_up(lambda: faq.second(self._knowledge(), message, nearest))
+        evidence = await worker.look_up(lambda: faq.second(worker.kb, message, nearest))
         if evidence is None:
             return declined
         verdict = self._decide(evidence)
@@ -302,8 +250,7 @@ class FastPath:
 
     def _exact(self, message: Message) -> Plan | None:
         """A knowledge-base question asked word for word: no search needed."""
-        assert self.kb is not None
-        entry = self.kb.exact(message)
+        entry = self.worker.kb.exact(message)
         if entry is None:
             return None
         candidate = Candidate("faq", 1.0, entry.id)
@@ -312,13 +259,11 @@ class FastPath:
         return Plan(routing, message.lang, "faq", entry.answer, source)
 
     def _search(self, message: Message, scope: str, rules: Rules) -> Plan:
-        assert self.kb is not None
-        assert self.cache is not None
-        assert self.embedder is not None
+        worker = self.worker
         lang = message.lang
-        vector = embed_message(self.embedder, message)
+        vector = embed_message(worker.embedder, message)
         k = max(self.settings.kb_passages, faq.HITS)
-        hits = self.kb.search(message, query_vector=vector, k=k)
+        hits = worker.kb.search(message, query_vector=vector, k=k)
         routing, looked = self._first_look(message, hits, rules)
         declined = () if looked is None else (looked,)
         if routing.intent == "faq" and routing.faq is not None:
@@ -329,7 +274,7 @@ class FastPath:
         if rules.follow_up:  # what it asks is in the conversation: not in the cache, nor for it
             return Plan(routing, lang, passages=passages)
         if self.settings.answer_cache:
-            lookup = self.cache.lookup(scope, message, vector)
+            lookup = worker.cache.lookup(scope, message, vector)
             if lookup.answer is not None:
                 source = Source("cache", lookup.answer.id, lookup.answer.question)
                 return Plan(routing, lang, "cache", lookup.answer.answer, source, vector=vector)
@@ -344,7 +289,7 @@ class FastPath:
         if rules.follow_up:
             return Routing("general", 0.0, 1.0, tuple(others), reason=FOLLOW_UP), None
         worth = self.worth_reading
-        evidence = faq.first(self._knowledge(), message, hits, worth_reading=worth)
+        evidence = faq.first(self.worker.kb, message, hits, worth_reading=worth)
         if evidence is None:
             return Routing("general", 0.0, 1.0, tuple(others), reason=NO_FIRST_LOOK), None
         verdict = self._decide(evidence)
@@ -358,7 +303,7 @@ class FastPath:
 
     def _note_miss(self, message: Message, hits: Sequence[Hit], routing: Routing) -> None:
         """A message the best FAQ nearly answered: a phrasing the knowledge base lacks."""
-        if self.misses is None or not hits or routing.reason is None:
+        if not hits or routing.reason is None:
             return
         # Whether it carries the customer's own data, where the guard or the answer cache
         # read its entities already (kept in the message).
@@ -368,7 +313,8 @@ class FastPath:
         chosen = next((c.detail for c in routing.candidates if c.intent == "faq"), None)
         best = next((hit for hit in hits if hit.entry.id == chosen), hits[0])
         if best.entry.kind == "faq" and best.score >= PASSAGE_FLOOR:
-            self.misses.record(message, best.entry, best.score, routing.reason, personal=personal)
+            misses = self.worker.misses
+            misses.record(message, best.entry, best.score, routing.reason, personal=personal)
 
     def after_reply(self, message: str, plan: Plan, spawn: Spawn) -> None:
         """The judge, if there is one, on what this turn leaves open: the answer served,
@@ -387,10 +333,7 @@ class FastPath:
 
     async def record_verdict(self, message: str, answer: str, said: bool) -> None:
         """A judge's verdict: a label, and a refit in a coming round."""
-        labels = self.labels
-        if labels is None:
-            return
-        await self.run(lambda: labels.add(message, answer, said))
+        await self.worker.add_label(message, answer, said)
         self._verdicts += 1
         if self._verdicts % REFIT_EVERY == 0:
             self.keeper.stale = True
@@ -399,92 +342,54 @@ class FastPath:
         self, scope: str, message: str, reply: str, vector: Vectors, sources: Sequence[str]
     ) -> CachedAnswer | None:
         """Cache an LLM answer; the caller has checked it depends on no earlier turn."""
-        cache = self.cache
-        if cache is None or not self.settings.answer_cache:
-            return None
-        return await self.run(lambda: cache.put(scope, message, reply, vector, sources=sources))
+        return await self.worker.remember(scope, message, reply, vector, sources)
 
-    # -- keeping the cache true to the knowledge base ----------------------------------------
+    # -- the knowledge base, through its worker ----------------------------------------------
 
     async def import_entries(self, entries: Sequence[KbEntry]) -> KbChange:
-        """Add entries, embedding them and cutting their words on an import thread of
-        their own: a large import must not hold the knowledge-base thread (and every
-        customer's answer) for seconds."""
-        todo = await self.read_kb(lambda kb: kb.needing_vectors(entries))
-        loop = asyncio.get_running_loop()
-        embedder = self.embedder
-        assert embedder is not None
-        ready = await loop.run_in_executor(self._importer, prepared, embedder, todo)
-        return await self.change_kb(lambda kb: kb.add(entries, ready=ready))
+        """Add entries, embedded on an import thread of their own."""
+        return await self.worker.import_entries(entries)
 
     async def change_kb(self, change: Callable[[KnowledgeBase], KbChange]) -> KbChange:
         """Apply a knowledge-base change and evict the cached answers it affects."""
-
-        def apply() -> KbChange:
-            assert self.kb is not None
-            result = change(self.kb)
-            self._after_change(result)
-            return result
-
-        return await self.run(apply)
-
-    def _after_change(self, change: KbChange) -> None:
-        """Rebuild what the FAQ guard reads, and evict the cached answers the change affects."""
-        if change:
-            assert self.kb is not None
-            self.keeper.stale = True
-            self._seen.forget()
-            self.kb.prepare()
-            if self.cache is not None and self.embedder is not None:
-                evict_affected(
-                    self.cache, self.embedder, change, cache_threshold=self.settings.cache_threshold
-                )
+        return await self.worker.change_kb(change)
 
     async def read_kb(self, read: Callable[[KnowledgeBase], T]) -> T:
-        def run() -> T:
-            assert self.kb is not None
-            return read(self.kb)
+        return await self.worker.read_kb(read)
 
-        return await self.run(run)
+    async def read_ahead(self) -> int:
+        return await self.worker.read_ahead()
+
+    async def follow_second_look(self) -> int:
+        return await self.worker.follow_second_look()
 
     async def refresh(self) -> None:
-        """Pick up changes the ``kefu kb`` / ``kefu cache`` commands made to the files, and
-        write what serving gathered (the cache's lookup records, the declined questions)."""
-
-        def refresh() -> None:
-            assert self.kb is not None
-            assert self.cache is not None
-            try:
-                self._after_change(self.kb.refresh())
-            finally:  # lookups never write: a failed KB refresh must not stop the cache's upkeep
-                self.cache.refresh()
-                self.cache.flush()  # lookups, hit counts and expiries since the last round
-                if self.misses is not None:
-                    self.misses.flush()
-
-        await self.run(refresh)
-        await self.read_ahead()
-        if await self.follow_second_look() == 0:
+        """A refresh round of the worker; once the second look has embedded every entry,
+        a refit if the knowledge base or its labels changed."""
+        if await self.worker.refresh() == 0:
             self.keeper.follow(self._to_fit, self._observe_labels)
 
-    def _current(self) -> tuple[str, list[Label]]:
-        """The state a model is fitted to, and its labels (under the lock)."""
-        assert self.misses is not None
-        assert self.labels is not None
-        return current(self._knowledge().entries(), self.misses, self.labels)
+    # -- keeping the decision fitted -----------------------------------------------------------
+
+    def _changed(self) -> None:
+        """The knowledge base changed (under its lock): the fit and what it saw are stale."""
+        self.keeper.stale = True
+        self._seen.forget()
 
     async def _to_fit(self) -> tuple[str, list[Label]]:
-        return await self.run(self._current)
+        worker = self.worker
+        return await worker.run(worker.labelled)
 
     async def _observe_labels(self, labels: list[Label]) -> list[list[Scored]]:
-        look = None if self.second_look is None else self.second_look.look
+        worker = self.worker
+        look = None if worker.second_look is None else worker.second_look.look
 
         def observing(label: Label, vector: Vectors | None) -> list[Found]:
-            return candidates(self._knowledge(), look, label.text, vector, label.excluded)
+            return candidates(worker.kb, look, label.text, vector, label.excluded)
 
-        embed = None if self.second_look is None else self.second_look.embed
+        embed = None if worker.second_look is None else worker.second_look.embed
         return await self._seen.scored(
-            labels, under_lock=self.run, embed=embed, observing=observing
+            labels, under_lock=worker.run, embed=embed, observing=observing
         )
 
     async def calibrate(self) -> None:
@@ -492,26 +397,3 @@ class FastPath:
         self.keeper.stale = True
         self.keeper.follow(self._to_fit, self._observe_labels)
         await self.keeper.settled()
-
-    async def follow_second_look(self) -> int:
-        """Give the second look the knowledge base's texts it has not embedded yet (the
-        demo's ship embedded) and forget the removed ones. Returns how many entries are
-        left for later rounds."""
-        if self.second_look is None:
-            return 0
-        entries = await self.read_kb(lambda kb: [Known.of(entry) for entry in kb.entries()])
-        return await self.second_look.follow(entries)
-
-    async def read_ahead(self) -> int:
-        """Read the entities of up to ``READ_AHEAD_TEXTS`` knowledge-base texts the FAQ
-        guard has not seen yet, on a thread of their own: otherwise the first message
-        about an answer pays a few milliseconds for its questions'. Returns how many
-        texts were read."""
-        texts = await self.read_kb(lambda kb: kb.unread(READ_AHEAD_TEXTS))
-        if texts:
-            loop = asyncio.get_running_loop()
-            facts = await loop.run_in_executor(self._reader, read_texts, texts)
-            kb = self.kb
-            assert kb is not None
-            await self.run(lambda: kb.learn(facts))
-        return len(texts)
