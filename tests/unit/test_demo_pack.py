@@ -4,10 +4,16 @@ so every default is neutral and a shop's own settings are never mixed with the d
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
+import pytest
+
 from kefu import demo
+from kefu.knowledge.entries import KbEntry
+from kefu.settings import Settings
+from tests.unit.fast_path_support import opened
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "kefu"
 DEMO = SRC / "demo"
@@ -44,3 +50,27 @@ def test_the_demo_s_order_numbers_are_its_own() -> None:
     ids = {order.id for order in demo.sample_orders(date(2026, 1, 1))}
     assert demo.ORDER_EXAMPLE in ids
     assert all(re.fullmatch(demo.ORDER_PATTERN, i) for i in ids)
+
+
+@pytest.mark.anyio
+async def test_a_shop_s_own_knowledge_base_sends_the_demo_away(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    """A fresh data dir answers as the demo; a shop that imports its own entries and
+    restarts keeps only those (and the demo's name and numbers are gone with it)."""
+    settings = settings_factory(fast_path=True)
+    first = await opened(settings, second_look=False)
+    try:
+        assert {e.source for e in first.kb.entries()} == {demo.SOURCE}
+        assert first.settings.shop_name == demo.SHOP_NAME
+        own = KbEntry.make("Do you service e-bikes?", "Yes, every brand.", source="faq.csv")
+        await first.change_kb(lambda kb: kb.add([own]))
+    finally:
+        await first.close()
+    again = await opened(settings, second_look=False)
+    try:
+        assert [e.source for e in again.kb.entries()] == ["faq.csv"]
+        assert again.settings.shop_name is None
+        assert again.router.order_pattern is None
+    finally:
+        await again.close()

@@ -88,6 +88,11 @@ class KbWorker:
                     change = kb.add(demo.entries())
                     if change:
                         log.info("the demo is in use: loaded its %d entries", len(change.added))
+                else:  # a shop's own knowledge base, imported over the demo's
+                    left = [e.id for e in kb.entries() if e.source == demo.SOURCE]
+                    if left:
+                        kb.remove(left)
+                        log.info("the demo is not in use: removed its %d entries", len(left))
                 kb.prepare()
                 misses = MissLog(data_dir / MISSES_FILE)
                 undo.callback(misses.close)
