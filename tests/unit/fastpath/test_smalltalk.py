@@ -140,3 +140,35 @@ def test_the_shop_s_own_name_is_filler_and_no_other_shop_s() -> None:
     assert smalltalk_kind("谢谢艾克美", "Acme|艾克美") == (SMALLTALK_CONFIDENCE, "thanks")
     assert smalltalk_kind("thanks Acme!") == (0.0, None)
     assert smalltalk_kind("thanks Lumen Home!", "Acme") == (0.0, None)
+
+
+def test_a_shop_name_or_order_example_with_braces_is_written_as_it_is() -> None:
+    assert smalltalk_reply("greeting", "en", shop_name="A{b}") == (
+        "Hello! I'm the A{b} assistant — how can I help you today?"
+    )
+    assert smalltalk_reply("goodbye", "zh", shop_name="A{0}|艾{name}") == (
+        "感谢您咨询艾{name}，祝您生活愉快，再见！"
+    )
+    who = smalltalk_reply("who_are_you", "en", shop_name="{}", order_example="{example}")
+    assert who.startswith("I'm the {} virtual assistant")
+    assert "(like {example})" in who
+
+
+def test_a_language_without_replies_is_answered_in_english() -> None:
+    for kind in KINDS:
+        english = smalltalk_reply(kind, "en", shop_name="Acme|艾克美", order_example="AC-1")
+        for lang in ("fr", "", "zh-CN"):
+            assert smalltalk_reply(kind, lang, shop_name="Acme|艾克美", order_example="AC-1") == (
+                english
+            )
+
+
+def test_replies_and_phrases_are_the_packs() -> None:
+    from kefu.text import packs
+
+    for lang in ("en", "zh"):
+        data = packs.of("smalltalk", lang)
+        assert set(data["replies"]) == set(KINDS)
+        assert set(data["phrases"]) == set(KINDS)
+        assert set(data["named"]) == set(data["unnamed"])
+    assert smalltalk_reply("ack", "zh") == packs.of("smalltalk", "zh")["replies"]["ack"]

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from kefu import plugins
+from kefu.fastpath import smalltalk
 from kefu.text import packs, places
 
-CONCERNS = ("lexicon", "places", "rules", "guard")
+CONCERNS = ("lexicon", "places", "rules", "guard", "smalltalk")
 
 
 @pytest.fixture
@@ -106,3 +107,41 @@ def test_an_entry_point_that_is_not_a_directory_is_named(
 
 def test_a_list_no_pack_holds_never_matches(fresh_reads: None) -> None:
     assert re.search(packs.any_pattern("rules", "no_such_key"), "anything at all") is None
+
+
+def test_one_pack_is_read_alone(with_pack: Path) -> None:
+    (with_pack / "rules.toml").write_text("[patterns]\nhow_to = ['comment']\n", encoding="utf-8")
+    assert packs.of("rules", "xx") == {"patterns": {"how_to": ["comment"]}}
+    assert packs.of("rules", "en") == packs.read("rules")[0]
+    assert packs.of("lexicon", "xx") == {}  # no such file
+    assert packs.of("rules", "no_such_language") == {}
+
+
+def test_a_smalltalk_reply_is_its_language_s_pack_s(with_pack: Path) -> None:
+    (with_pack / "smalltalk.toml").write_text(
+        "[phrases]\ngreeting = ['salut|bonjour']\n"
+        "[replies]\ngreeting = 'Bonjour ! Ici {chez}{orders}.'\n"
+        "[named]\nchez = '{name}'\n[unnamed]\nchez = 'nous'\n"
+        "[orders]\nclause = ' (commande {example})'\n",
+        encoding="utf-8",
+    )
+    assert smalltalk.smalltalk_reply("greeting", "xx") == "Bonjour ! Ici nous."
+    assert smalltalk.smalltalk_reply(
+        "greeting", "xx", shop_name="Acme|艾克美", order_example="AC-1"
+    ) == ("Bonjour ! Ici Acme (commande AC-1).")
+    # A kind the pack has no reply for is answered in English.
+    assert smalltalk.smalltalk_reply("thanks", "xx") == smalltalk.smalltalk_reply("thanks", "en")
+    # Its phrases are joined to the others'.
+    phrase = smalltalk._compile()
+    for text in ("bonjour", "hello", "你好"):
+        match = phrase.match(text)
+        assert match is not None
+        assert match.lastgroup == "greeting"
+
+
+def test_a_smalltalk_phrase_of_no_kind_is_named(with_pack: Path) -> None:
+    (with_pack / "smalltalk.toml").write_text(
+        "[phrases]\nweather = ['il pleut']\n", encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match=r"unknown kinds \['weather'\]"):
+        smalltalk._compile()

@@ -2,13 +2,15 @@
 
 A pack is a directory of TOML files, one per concern: ``lexicon.toml`` (the entity
 guard's words, ``text/lexicon.py``), ``places.toml`` (the gazetteer, ``text/places.py``),
-``rules.toml`` (the fast path's detectors, ``fastpath/rules.py``) and ``guard.toml``
-(the FAQ guard, ``faq/guard.py``). A package registers its pack under the entry-point
+``rules.toml`` (the fast path's detectors, ``fastpath/rules.py``), ``guard.toml``
+(the FAQ guard, ``faq/guard.py``) and ``smalltalk.toml`` (smalltalk's phrases and
+replies, ``fastpath/smalltalk.py``). A package registers its pack under the entry-point
 group ``kefu.languages`` (``kefu.plugins``); kefu's own, ``en`` and ``zh``, are the
 directories beside this file and register the same way. Adding a language is
 installing a pack: every concern reads every installed pack and joins what they hold,
 in the order of the packs' names, and a pack leaves out the files and keys it has
-nothing for.
+nothing for. What is said in one language, not joined (a reply), is read from that
+language's pack alone (``of``).
 
 Two conventions of the files: where a list of words is read, a string is its words
 separated by whitespace (long lists stay readable); and a pack's ``[fragments]`` table
@@ -38,15 +40,29 @@ def read(concern: str) -> tuple[dict[str, Any], ...]:
     """The ``<concern>.toml`` of every installed pack, its fragments filled in, in the
     order of the packs' names; read once per process."""
     found = []
-    for name in plugins.names(plugins.LANGUAGES):
-        pack = plugins.load(plugins.LANGUAGES, name)
-        if not isinstance(pack, Traversable):
-            raise TypeError(f"the {plugins.LANGUAGES} entry point '{name}' is not a directory")
-        file = pack / f"{concern}.toml"
-        if file.is_file():
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-            found.append(_filled(data, data.pop("fragments", {}), f"{name}/{concern}.toml"))
+    for name in _holding(concern):
+        data = tomllib.loads(_file(name, concern).read_text(encoding="utf-8"))
+        found.append(_filled(data, data.pop("fragments", {}), f"{name}/{concern}.toml"))
     return tuple(found)
+
+
+def of(concern: str, language: str) -> dict[str, Any]:
+    """The ``<concern>.toml`` of the one pack named ``language``, as ``read`` gives it;
+    empty when no installed pack has that name or that file."""
+    found = dict(zip(_holding(concern), read(concern), strict=True))
+    return found.get(language, {})
+
+
+def _holding(concern: str) -> tuple[str, ...]:
+    """The names of the installed packs that have a ``<concern>.toml``, in order."""
+    return tuple(n for n in plugins.names(plugins.LANGUAGES) if _file(n, concern).is_file())
+
+
+def _file(name: str, concern: str) -> Traversable:
+    pack = plugins.load(plugins.LANGUAGES, name)
+    if not isinstance(pack, Traversable):
+        raise TypeError(f"the {plugins.LANGUAGES} entry point '{name}' is not a directory")
+    return pack / f"{concern}.toml"
 
 
 def joined(concern: str, *keys: str) -> tuple[Any, ...]:
