@@ -17,9 +17,9 @@ CONCERNS = ("lexicon", "places", "rules", "guard", "smalltalk")
 
 @pytest.fixture
 def fresh_reads() -> Iterator[None]:
-    packs.read.cache_clear()
+    packs.forget()
     yield
-    packs.read.cache_clear()
+    packs.forget()
 
 
 @pytest.fixture

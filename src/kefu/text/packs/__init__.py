@@ -35,22 +35,25 @@ ZH = files(__name__) / "zh"
 _FRAGMENT = re.compile(r"\{([a-z_]+)\}")  # never a quantifier's {2,}
 
 
-@cache
 def read(concern: str) -> tuple[dict[str, Any], ...]:
     """The ``<concern>.toml`` of every installed pack, its fragments filled in, in the
     order of the packs' names; read once per process."""
-    found = []
+    return tuple(_by_pack(concern).values())
+
+
+@cache
+def _by_pack(concern: str) -> dict[str, dict[str, Any]]:
+    found = {}
     for name in _holding(concern):
         data = tomllib.loads(_file(name, concern).read_text(encoding="utf-8"))
-        found.append(_filled(data, data.pop("fragments", {}), f"{name}/{concern}.toml"))
-    return tuple(found)
+        found[name] = _filled(data, data.pop("fragments", {}), f"{name}/{concern}.toml")
+    return found
 
 
 def of(concern: str, language: str) -> dict[str, Any]:
     """The ``<concern>.toml`` of the one pack named ``language``, as ``read`` gives it;
     empty when no installed pack has that name or that file."""
-    found = dict(zip(_holding(concern), read(concern), strict=True))
-    return found.get(language, {})
+    return _by_pack(concern).get(language, {})
 
 
 def _holding(concern: str) -> tuple[str, ...]:
@@ -115,3 +118,8 @@ def _fragment(fragments: dict[str, str], name: str, source: str) -> str:
     if name not in fragments:
         raise ValueError(f"{source}: no fragment is named '{name}'")
     return fragments[name]
+
+
+def forget() -> None:
+    """Read the packs again at the next use (tests that install a pack of their own)."""
+    _by_pack.cache_clear()
