@@ -222,8 +222,9 @@ def print_streams(rows: list[StreamsRow]) -> None:
             f"{percentile(row.ttft, 99) * 1000:6.0f} {row.tokens / row.wall:7.1f}"
         )
     print()
-    for streams_count in sorted({r.streams for r in rows}):
-        kefus = [r for r in rows if r.streams == streams_count and r.server == "kefu defaults"]
+    kefu_names = sorted({r.server for r in rows if r.server.startswith("kefu")})
+    for streams_count, kefu in itertools.product(sorted({r.streams for r in rows}), kefu_names):
+        kefus = [r for r in rows if r.streams == streams_count and r.server == kefu]
         bases = [r for r in rows if r.streams == streams_count and r.server == "llama-server"]
         pairs = [(k, b) for k, b in zip(kefus, bases, strict=False) if b.tokens and b.ttft]
         if not pairs:
@@ -234,8 +235,8 @@ def print_streams(rows: list[StreamsRow]) -> None:
         if len(pairs) > 1:
             each = f" (each pair: tok/s {' '.join(f'{x:.2f}' for x in speed)})"
         print(
-            f"{streams_count} streams: kefu / llama-server tok/s {statistics.median(speed):.2f}x, "
-            f"TTFT p99 {statistics.median(ttft):.2f}x{each}"
+            f"{streams_count} streams: {kefu} / llama-server tok/s "
+            f"{statistics.median(speed):.2f}x, TTFT p99 {statistics.median(ttft):.2f}x{each}"
         )
 
 
@@ -321,10 +322,18 @@ def main() -> None:
         help="streams rows per server, alternating which goes first (this box's tok/s "
         "moves by a third between runs: the median of the pairs' ratios is printed)",
     )
+    parser.add_argument(
+        "--queue-too",
+        action="store_true",
+        help="a streams row of kefu with --admission queue too: the engine's speed where "
+        "the default policy refuses what would miss the SLO",
+    )
     args = parser.parse_args()
     model_path = bundled_model_path()
     model = LlamaModel(model_path)
     servers: list[tuple[str, Any]] = [("kefu defaults", None)]
+    if args.queue_too:
+        servers.append(("kefu queue", None))
     if args.llama_server:
         servers.insert(0, ("llama-server", args.llama_server))
 
@@ -336,7 +345,8 @@ def main() -> None:
         for name, binary in servers if turn % 2 == 0 else servers[::-1]:
             total = max(args.requests, 2 * count)
             if binary is None:
-                with kefu_process(ready_timeout=600) as (url, _):
+                flags = ("--admission", "queue") if name == "kefu queue" else ()
+                with kefu_process(*flags, ready_timeout=600) as (url, _):
                     row = asyncio.run(streams(url, count, total, model))
             else:
                 server, port = llama_server(binary, model_path)
@@ -359,7 +369,8 @@ def main() -> None:
         for concurrency in [int(x) for x in args.aiperf_levels.split(",")]:
             for name, binary in servers:
                 if binary is None:
-                    with kefu_process(ready_timeout=600) as (url, _):
+                    flags = ("--admission", "queue") if name == "kefu queue" else ()
+                    with kefu_process(*flags, ready_timeout=600) as (url, _):
                         report = run_aiperf(args.aiperf, url, concurrency, tokenizer)
                 else:
                     server, port = llama_server(binary, model_path)
