@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from kefu import demo
+from kefu.knowledge.base import KnowledgeBase
+from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import KbEntry
+from kefu.knowledge.store import stored_sources
 from kefu.settings import Settings
 from tests.unit.fast_path_support import opened
 
@@ -74,3 +77,14 @@ async def test_a_shop_s_own_knowledge_base_sends_the_demo_away(
         assert again.router.order_pattern is None
     finally:
         await again.close()
+
+
+def test_the_start_reads_which_sources_a_knowledge_base_holds(tmp_path: Path) -> None:
+    path = tmp_path / "knowledge.db"
+    assert stored_sources(path) == frozenset()  # no file yet: the demo's turn
+    path.touch()
+    assert stored_sources(path) == frozenset()  # a file without its table
+    kb = KnowledgeBase.open(path, StaticEmbedder())
+    kb.add([KbEntry.make("Do you fit tyres?", "Yes.", source="faq.csv")])
+    kb.close()
+    assert stored_sources(path) == {"faq.csv"}

@@ -10,7 +10,6 @@ cheaply that something changed (PRAGMA data_version) and then exactly what
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -143,15 +142,17 @@ def _kind(value: object) -> Kind:
 
 
 def stored_sources(path: Path) -> frozenset[str]:
-    """The sources of the entries in a knowledge-base file, without opening it for
-    writing (none when there is no file yet): what the server's start decides by."""
+    """The sources of the entries in a knowledge-base file (none when there is no file
+    yet): what the server's start decides the demo by. Any other failure is raised: a
+    shop's knowledge base read as empty would be given the demo's entries."""
     if not path.exists():
         return frozenset()
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    conn = open_wal(path)  # with the busy timeout: `kefu kb` may be writing
     try:
+        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'kb_entries'")
+        if tables.fetchone() is None:  # a file made before its table
+            return frozenset()
         rows = conn.execute("SELECT DISTINCT source FROM kb_entries").fetchall()
-    except sqlite3.OperationalError:  # a file made before its table
-        return frozenset()
     finally:
         conn.close()
     return frozenset(str(source) for (source,) in rows)
