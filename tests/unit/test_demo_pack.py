@@ -68,11 +68,19 @@ async def test_a_shop_s_own_knowledge_base_sends_the_demo_away(
         assert first.settings.shop_name == demo.SHOP_NAME
         own = KbEntry.make("Do you service e-bikes?", "Yes, every brand.", source="faq.csv")
         await first.change_kb(lambda kb: kb.add([own]))
+        # An answer the model gave while the server was the demo, from its passages.
+        demo_entry = first.kb.entries()[0]
+        vector = first.embedder.embed_queries(["do you deliver on sundays"])[0]
+        cached = await first.worker.remember(
+            "scope", "do you deliver on sundays", "Yes, 2-4 days.", vector, [demo_entry.id]
+        )
+        assert cached is not None
     finally:
         await first.close()
     again = await opened(settings, second_look=False)
     try:
         assert [e.source for e in again.kb.entries()] == ["faq.csv"]
+        assert again.cache.entries() == []  # nothing the demo's entries said is served
         assert again.settings.shop_name is None
         assert again.router.order_pattern is None
     finally:

@@ -84,15 +84,7 @@ class KbWorker:
                 embedder = embedder_factory()
                 kb = KnowledgeBase.open(data_dir / KB_FILE, embedder)
                 undo.callback(kb.close)
-                if demo_in_use:
-                    change = kb.add(demo.entries())
-                    if change:
-                        log.info("the demo is in use: loaded its %d entries", len(change.added))
-                else:  # a shop's own knowledge base, imported over the demo's
-                    left = [e.id for e in kb.entries() if e.source == demo.SOURCE]
-                    if left:
-                        kb.remove(left)
-                        log.info("the demo is not in use: removed its %d entries", len(left))
+                demo_change = _follow_demo(kb, demo_in_use)
                 kb.prepare()
                 misses = MissLog(data_dir / MISSES_FILE)
                 undo.callback(misses.close)
@@ -105,6 +97,9 @@ class KbWorker:
                     embedder=f"{embedder.name}/{embedder.dim}",
                 )
                 undo.callback(cache.close)
+                if demo_change:  # the answers cached from the other shop's entries go
+                    threshold = settings.cache_threshold
+                    evict_affected(cache, embedder, demo_change, cache_threshold=threshold)
                 second_look = None
                 if settings.second_look and transformer_factory is not None:
                     seed = demo.VECTORS if demo_in_use else None
@@ -236,3 +231,18 @@ class KbWorker:
             kb = self.kb
             await self.run(lambda: kb.learn(facts))
         return len(texts)
+
+
+def _follow_demo(kb: KnowledgeBase, demo_in_use: bool) -> KbChange:
+    """Load the demo's entries while it is in use; else remove any a shop's own knowledge
+    base was imported over."""
+    if demo_in_use:
+        change = kb.add(demo.entries())
+        if change:
+            log.info("the demo is in use: loaded its %d entries", len(change.added))
+        return change
+    left = [entry.id for entry in kb.entries() if entry.source == demo.SOURCE]
+    if not left:
+        return KbChange()
+    log.info("the demo is not in use: removing its %d entries", len(left))
+    return kb.remove(left)
