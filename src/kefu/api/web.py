@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from kefu.auth.tokens import issue_web_token
+from kefu.fastpath.smalltalk import shop_names as names_of
 from kefu.service.runtime import Runtime
 from kefu.service.suggestions import suggestions
 from kefu.settings import Settings
@@ -37,8 +38,8 @@ UNNAMED = "kefu"  # a shop that gave no --shop-name
 
 
 def shop_names(settings: Settings) -> dict[str, str]:
-    english, _, chinese = (settings.shop_name or "").partition("|")
-    return {"en": english, "zh": chinese or english}
+    english, chinese = names_of(settings.shop_name)
+    return {"en": english, "zh": chinese}
 
 
 async def page_config(runtime: Runtime | None, settings: Settings) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kefu.channels.wechat.inbound import Inbound
 from kefu.errors import EngineError, KefuError, SessionBusy, Unavailable
+from kefu.fastpath.smalltalk import shop_names
 from kefu.limits.bucket import Limiter
 from kefu.limits.rate import Rate
 from kefu.observe.timeline import Timeline
@@ -87,12 +88,11 @@ class Answers:
         return await self._turn(session_id, message)
 
     async def greeting(self) -> str:
-        english, _, chinese = (self.runtime.settings.shop_name or "").partition("|")
+        _, name = shop_names(self.runtime.settings.shop_name)  # Chinese, else English
         asked = await suggestions(self.runtime)
         questions = asked["zh"] or asked["en"]
         # A 公众号's new follower; a 微信客服 customer opening a conversation.
         welcome = "欢迎关注" if self.channel == "mp" else "欢迎来到"
-        name = chinese or english
         hello = f"您好，{welcome}{name}！" if name else "您好！"
         lines = [f"{hello}我是智能客服，有问题直接发消息给我。"]
         if questions:
