@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import json
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
@@ -29,7 +29,7 @@ import httpx
 
 from kefu import plugins
 from kefu.errors import ToolUnavailable
-from kefu.fastpath.order import STATUSES, Order, Status
+from kefu.fastpath.order import STATUSES, Order, Status, order_from
 from kefu.fastpath.order_replies import order_reply, order_unavailable_reply
 from kefu.sqlite_files import open_wal
 
@@ -188,7 +188,7 @@ def _row(order: Order) -> tuple[str | None, ...]:
 
 def _order(row: tuple[Any, ...]) -> Order:
     order_id, status, carrier, tracking, eta, items, updated_at = row
-    return _from_mapping(
+    return order_from(
         {
             "id": order_id,
             "status": status,
@@ -245,7 +245,7 @@ class HttpOrders:
             body = response.json()
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
-            return _from_mapping(body, order_id)
+            return order_from(body, order_id)
         except ValueError as exc:  # json.JSONDecodeError is a ValueError
             raise ToolUnavailable(
                 f"order API sent an invalid order: {exc}", retry_after=RETRY_AFTER
@@ -254,28 +254,3 @@ class HttpOrders:
     async def close(self) -> None:
         if self._owns_client:
             await self._client.aclose()
-
-
-def _from_mapping(data: Mapping[str, Any], order_id: str) -> Order:
-    """An Order from a backend's fields; ValueError names the first field that is wrong."""
-    status = data.get("status")
-    if status not in STATUSES:
-        raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-    items = data.get("items") or []
-    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise ValueError("items must be a list of strings")
-    fields: dict[str, str | None] = {}
-    for name in ("id", "carrier", "tracking", "eta", "updated_at"):
-        value = data.get(name)
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"{name} must be a string")
-        fields[name] = value or None
-    return Order(
-        id=fields["id"] or order_id,
-        status=status,
-        carrier=fields["carrier"],
-        tracking=fields["tracking"],
-        eta=fields["eta"],
-        items=tuple(items),
-        updated_at=fields["updated_at"] or "",
-    )
