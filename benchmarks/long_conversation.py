@@ -1,7 +1,9 @@
 """Long conversations: TTFT and prompt size by turn, rolling summary vs window vs everything.
 
 One run, one machine, the real bundled model. For each mode a fresh ``kefu serve``
-(subprocess, --no-fast-path so every turn reaches the model, greedy) takes
+(subprocess, --no-fast-path so every turn reaches the model, greedy, --admission queue so
+nothing is refused; with ``--fast-path`` the fast path answers what it can and its
+passages go into the model's prompt, and the figures are the model's turns) takes
 ``--sessions`` concurrent conversations of ``--turns`` turns each over POST /chat:
 
   summary  --memory summary --history-turns 3: the memory (summary + facts) and the turns
@@ -78,6 +80,7 @@ class TurnResult:
     prompt_tokens: int
     cached_tokens: int
     reply: str
+    tier: str = "llm"
     queue_ms: float = float("nan")  # admitted -> prefill started (the engine's queue)
     prefill_ms: float = float("nan")  # prefill started -> first token
 
@@ -111,6 +114,7 @@ async def chat_turn(
         prompt_tokens=int(usage["prompt_tokens"]),
         cached_tokens=int(usage.get("cached_prompt_tokens", 0)),
         reply=str(done["reply"]),
+        tier=str(done.get("tier", "llm")),
         queue_ms=float(done["timings"].get("queue_ms", float("nan"))),
         prefill_ms=float(done["timings"].get("prefill_ms", float("nan"))),
     )
@@ -124,7 +128,10 @@ def server_flags(args: argparse.Namespace, mode: str) -> list[str]:
         str(args.model),
         "--threads",
         str(args.threads),
-        "--no-fast-path",
+        *([] if args.fast_path else ["--no-fast-path"]),
+        # Every turn waits its turn: the figures are the prompts' cost, not admission's.
+        "--admission",
+        "queue",
         "--temperature",
         "0",
         "--max-tokens",
@@ -175,7 +182,9 @@ async def run_mode(
         for name in MEMORY_COUNTERS
         if line.startswith(name + " ")
     }
-    return [result for session in per_session for result in session], work
+    results = [result for session in per_session for result in session]
+    # The model's turns only: a turn the fast path answered reads no prompt.
+    return [r for r in results if r.tier == "llm"], work
 
 
 def pooled_p50(results: list[TurnResult], first: int, last: int) -> float:
@@ -233,6 +242,12 @@ def main() -> int:
         "--modes", default="summary,window,full", help="comma-separated: summary, window, full"
     )
     parser.add_argument(
+        "--fast-path",
+        action="store_true",
+        help="keep kefu's fast path on: it answers what it can from the knowledge base and "
+        "its passages go into the model's prompt (the figures are the model's turns only)",
+    )
+    parser.add_argument(
         "--every-turn", action="store_true", help="a line for every turn, not only 1/2/5/10/20"
     )
     args = parser.parse_args()
@@ -243,7 +258,7 @@ def main() -> int:
     print(
         f"long conversations: {args.sessions} sessions x {args.turns} turns, "
         f"max_tokens {args.max_tokens}, think {args.think:g} s, {args.threads} threads, "
-        f"engine nice {args.engine_nice}, "
+        f"engine nice {args.engine_nice}, fast path {'on' if args.fast_path else 'off'}, "
         f"model {args.model.name}"
     )
     last = max((t for t in REPORTED_TURNS if t <= args.turns), default=1)

@@ -117,7 +117,7 @@ async def prompt_text(
             break
         await asyncio.sleep(0.25)
     covered = memory.covered_turn if memory is not None else 0
-    turns = prompt_history(stored, WINDOW, mode, covered, EVERY)
+    turns, _ = prompt_history(stored, WINDOW, mode, covered, EVERY)
     parts = [memory_block(memory) if mode == "summary" else ""]
     parts += [m.content for turn in turns for m in turn]
     return "\n".join(parts), ready or mode == "window"

@@ -397,6 +397,30 @@ def test_the_llm_reads_one_passage_per_answer(
     assert sum(answer in prompt for answer in answers) == 3
 
 
+def test_the_next_turn_repeats_the_last_prompt_and_only_adds_to_it(
+    client_factory: ClientFactory, fake_engine: FakeEngine
+) -> None:
+    # The passages travel with their message and stay with it, so a conversation's prompt
+    # only grows between folds and the engine reads just the new message and its entries.
+    with client_factory(fast_path=True, kb_passages=3) as client:
+        first = chat(client, "how long does delivery to my gym take, my trainer is waiting")
+        session = first["done"]["session_id"]
+        assert first["done"]["tier"] == "llm"
+        settle(client, session)
+        second = chat(client, "and can i send back the gym shoes after a week?", session_id=session)
+        assert second["done"]["tier"] == "llm"
+        stored = client.get(f"/sessions/{session}").json()["messages"]
+    before, after = fake_engine.requests[-2].messages, fake_engine.requests[-1].messages
+    assert after[: len(before)] == before
+    assert after[len(before)].content == first["done"]["reply"]
+    assert "The customer's message:" in after[-1].content
+    assert after[-1].content.endswith("and can i send back the gym shoes after a week?")
+    assert "Q: " not in after[0].content  # the system prompt holds no entries
+    # The turn keeps what was sent with its message; what a customer reads is the message.
+    assert stored[0]["content"] == "how long does delivery to my gym take, my trainer is waiting"
+    assert [len(entry) for entry in stored[1]["meta"]["knowledge"]] == [2, 2, 2]
+
+
 @pytest.mark.anyio
 async def test_the_refresh_round_reads_an_import_ahead(settings_factory: Any) -> None:
     app = make_app(settings_factory(fast_path=True), FakeEngine())

@@ -7,7 +7,7 @@ import pytest
 from kefu.engine.base import ChatMessage, Tokenizer
 from kefu.engine.fake import FakeEngine
 from kefu.errors import ContextLengthExceeded, InvalidRequest
-from kefu.memory.context import build_context
+from kefu.memory.context import build_context, with_knowledge
 
 PERSONA = "p1 p2"  # 2 words + 3 = 5 tokens
 MESSAGE = "m"  # 1 word + 3 = 4 tokens
@@ -129,7 +129,7 @@ def test_long_message_is_never_cut(tokenizer: FakeEngine) -> None:
     assert built.turns_dropped == 2
 
 
-def test_knowledge_follows_the_persona_and_goes_after_the_turns(tokenizer: FakeEngine) -> None:
+def test_knowledge_goes_with_the_message_and_after_the_turns(tokenizer: FakeEngine) -> None:
     knowledge = [("q1", "a1"), ("q2", "a2")]
     built = build_context(
         persona=PERSONA,
@@ -139,10 +139,13 @@ def test_knowledge_follows_the_persona_and_goes_after_the_turns(tokenizer: FakeE
         budget=100,
         knowledge=knowledge,
     )
-    system = built.messages[0].content
-    assert system.startswith(PERSONA)  # the shared KV prefix stays intact
-    assert "Q: q1\nA: a1" in system
-    assert "Q: q2\nA: a2" in system
+    # The system prompt and the turns stay as the last prompt had them: the engine's KV of
+    # the conversation is reused, and only the new message with its entries is read.
+    assert built.messages[:-1] == [ChatMessage("system", PERSONA), *flat(history(1))]
+    assert built.messages[-1] == ChatMessage("user", with_knowledge(MESSAGE, knowledge))
+    assert "Q: q1\nA: a1" in built.messages[-1].content
+    assert built.messages[-1].content.endswith(MESSAGE)
+    assert built.knowledge == tuple(knowledge)
     # Too tight for everything: the turn goes first, then the last knowledge entry.
     full = built.prompt_tokens
     tighter = build_context(
@@ -154,7 +157,7 @@ def test_knowledge_follows_the_persona_and_goes_after_the_turns(tokenizer: FakeE
         knowledge=knowledge,
     )
     assert tighter.turns_used == 0
-    assert "q2" in tighter.messages[0].content
+    assert tighter.knowledge == tuple(knowledge)
     tightest = build_context(
         persona=PERSONA,
         history=history(1),
@@ -163,5 +166,60 @@ def test_knowledge_follows_the_persona_and_goes_after_the_turns(tokenizer: FakeE
         budget=full - TURN - 1,
         knowledge=knowledge,
     )
-    assert "q1" in tightest.messages[0].content
-    assert "q2" not in tightest.messages[0].content
+    assert tightest.knowledge == (("q1", "a1"),)
+    assert "q2" not in tightest.messages[-1].content
+
+
+def test_an_entry_a_kept_turn_shows_is_not_sent_again(tokenizer: FakeEngine) -> None:
+    shown = [
+        ChatMessage("user", with_knowledge("u0", [("q1", "a1")])),
+        ChatMessage("assistant", "a0"),
+    ]
+    built = build_context(
+        persona=PERSONA,
+        history=[shown],
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=100,
+        knowledge=[("q1", "a1"), ("q2", "a2")],
+    )
+    assert built.knowledge == (("q2", "a2"),)
+    assert built.messages[-1].content == with_knowledge(MESSAGE, [("q2", "a2")])
+    assert built.messages[1] == shown[0]
+
+
+def test_turns_lose_their_knowledge_before_any_turn_goes(tokenizer: FakeEngine) -> None:
+    plain = history(2)
+    sent = [
+        [ChatMessage("user", with_knowledge(turn[0].content, [("q", "a " * 10)])), turn[1]]
+        for turn in plain
+    ]
+    roomy = build_context(
+        persona=PERSONA,
+        history=sent,
+        plain_history=plain,
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=200,
+    )
+    assert roomy.messages[1:-1] == flat(sent)
+    fits_plain = build_context(
+        persona=PERSONA,
+        history=sent,
+        plain_history=plain,
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=BASE + 2 * TURN,
+    )
+    # Both turns stay, without their entries.
+    assert fits_plain.messages[1:-1] == flat(plain)
+    assert fits_plain.turns_dropped == 0
+    one_turn = build_context(
+        persona=PERSONA,
+        history=sent,
+        plain_history=plain,
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=BASE + TURN,
+    )
+    assert one_turn.messages[1:-1] == flat(plain[1:])

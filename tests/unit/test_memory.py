@@ -6,9 +6,10 @@ from __future__ import annotations
 from kefu import demo
 from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
-from kefu.memory.context import build_context
+from kefu.memory.context import build_context, with_knowledge
 from kefu.memory.extractive import estimate_tokens, extractive_summary
 from kefu.memory.facts import MAX_VALUES, merge_facts
+from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block, summary_prompt
 from kefu.service.turn import prompt_history
 from kefu.store.base import SessionMemory, StoredMessage
@@ -71,9 +72,8 @@ def test_the_memory_follows_the_persona_and_goes_only_when_nothing_else_fits() -
         knowledge=[("q", "a")],
         memory="facts here",
     )
-    system = built.messages[0].content
-    assert system.startswith("p\n\nfacts here\n\n")
-    assert system.index("facts here") < system.index("Q: q")
+    assert built.messages[0].content == "p\n\nfacts here"
+    assert "Q: q\nA: a" in built.messages[-1].content
     tight = build_context(
         persona="p", history=turns, message="m", tokenizer=tokenizer, budget=8, memory="x " * 50
     )
@@ -89,8 +89,10 @@ def stored(turns: int) -> list[StoredMessage]:
 
 
 def test_summary_mode_keeps_the_turns_since_the_memory_window_mode_the_last_ones() -> None:
-    def users(turns: list[list[ChatMessage]]) -> list[str]:
-        return [turn[0].content for turn in turns]
+    def users(history: tuple[list[list[ChatMessage]], list[list[ChatMessage]]]) -> list[str]:
+        sent, plain = history
+        assert sent == plain  # no turn here was sent with knowledge
+        return [turn[0].content for turn in sent]
 
     assert users(prompt_history(stored(9), 2, "window", 0, 1)) == ["user8", "user9"]
     # Dropped in blocks of 3: 2 to 4 turns, the same first turn for 3 turns in a row.
@@ -109,7 +111,40 @@ def test_summary_mode_keeps_the_turns_since_the_memory_window_mode_the_last_ones
         "user9",
     ]
     # A summary that lags: at most window + 2 x every turns.
-    assert len(prompt_history(stored(20), 2, "summary", 0, 3)) == 8
+    assert len(prompt_history(stored(20), 2, "summary", 0, 3)[0]) == 8
+
+
+def sent_with(turns: int, knowledge: list[list[str]]) -> list[StoredMessage]:
+    """``turns`` turns, each reply's message sent with ``knowledge``."""
+    return [
+        StoredMessage("user", f"user{n}", 0.0, turn=n)
+        if role == "user"
+        else StoredMessage("assistant", f"reply{n}", 0.0, {"knowledge": knowledge}, turn=n)
+        for n in range(1, turns + 1)
+        for role in ("user", "assistant")
+    ]
+
+
+def test_turns_are_as_the_model_read_them_but_those_a_fold_kept() -> None:
+    entry = [["Do you ship abroad?", "Yes, to 30 countries."]]
+    knowledge = [("Do you ship abroad?", "Yes, to 30 countries.")]
+    # Nothing folded yet: every turn as it was sent, so the prompt only grows.
+    sent, plain = prompt_history(sent_with(4, entry), 2, "summary", 0, 3)
+    assert [turn[0].content for turn in sent] == [
+        with_knowledge(f"user{n}", knowledge) for n in range(1, 5)
+    ]
+    assert [turn[0].content for turn in plain] == ["user1", "user2", "user3", "user4"]
+    assert [turn[1].content for turn in sent] == [f"reply{n}" for n in range(1, 5)]
+    # Folded up to turn 2 with a window of 2: turns 3 and 4 were kept across the fold and
+    # go without their knowledge (as the fold's prefill read them); turn 5 on keep it.
+    sent, _ = prompt_history(sent_with(5, entry), 2, "summary", 2, 3)
+    assert [turn[0].content for turn in sent] == [
+        "user3",
+        "user4",
+        with_knowledge("user5", knowledge),
+    ]
+    # A turn stored before turns kept their knowledge reads as it always did.
+    assert whole_turns(stored(2), sent_after=0) == whole_turns(stored(2))
 
 
 def quotes(*user: str, max_tokens: int = 150, skip: tuple[str, ...] = ()) -> str:

@@ -1,4 +1,5 @@
-"""The context builder: persona + knowledge + last turns + the new message, fitted to a budget.
+"""The context builder: persona + memory + last turns + the new message with its knowledge,
+fitted to a budget.
 
 Tokens are counted with the engine's own tokenizer and chat template, so the
 budget is exact. The oldest turn goes first; persona and message are never cut:
@@ -13,6 +14,13 @@ from dataclasses import dataclass
 from kefu.engine.base import ChatMessage, Tokenizer
 from kefu.errors import ContextLengthExceeded
 
+KNOWLEDGE_INTRO = (
+    "The shop's knowledge base has these entries; answer from them when they apply, and "
+    "never invent policies they do not state:"
+)
+
+Knowledge = Sequence[tuple[str, str]]
+
 
 @dataclass(frozen=True, slots=True)
 class BuiltContext:
@@ -20,21 +28,31 @@ class BuiltContext:
     prompt_tokens: int
     turns_used: int
     turns_dropped: int
+    # The entries sent with the message (those the kept turns did not already show): the
+    # turn keeps them, so the next prompt repeats this message exactly as it was read.
+    knowledge: tuple[tuple[str, str], ...] = ()
 
 
-def system_prompt(persona: str, knowledge: Sequence[tuple[str, str]], memory: str = "") -> str:
+def system_prompt(persona: str, memory: str = "") -> str:
     """The persona first, unchanged, so its KV prefix is shared by every conversation; then
     the session's memory, which changes once every few turns, so the conversation's KV is
-    reused in between; the knowledge entries, chosen per message, last."""
-    if memory:
-        persona = f"{persona}\n\n{memory}"
+    reused in between."""
+    return f"{persona}\n\n{memory}" if memory else persona
+
+
+def entry_text(question: str, answer: str) -> str:
+    return f"Q: {question}\nA: {answer}"
+
+
+def with_knowledge(message: str, knowledge: Knowledge) -> str:
+    """The customer's message as the model reads it: the knowledge base's entries chosen
+    for it, then the message. The entries travel with their message, not in the system
+    prompt: chosen per message, they would change the prompt right after the persona at
+    every turn, and the engine would read the whole conversation again each time."""
     if not knowledge:
-        return persona
-    entries = "\n\n".join(f"Q: {question}\nA: {answer}" for question, answer in knowledge)
-    return (
-        f"{persona}\n\nThe shop's knowledge base has these entries; answer from them when "
-        f"they apply, and never invent policies they do not state:\n\n{entries}"
-    )
+        return message
+    entries = "\n\n".join(entry_text(question, answer) for question, answer in knowledge)
+    return f"{KNOWLEDGE_INTRO}\n\n{entries}\n\nThe customer's message:\n\n{message}"
 
 
 def build_context(
@@ -44,34 +62,47 @@ def build_context(
     message: str,
     tokenizer: Tokenizer,
     budget: int,
-    knowledge: Sequence[tuple[str, str]] = (),
+    knowledge: Knowledge = (),
     memory: str = "",
+    plain_history: Sequence[Sequence[ChatMessage]] | None = None,
 ) -> BuiltContext:
-    """Fit ``persona + knowledge + history + message`` into ``budget`` prompt tokens.
+    """Fit ``persona + memory + history + knowledge + message`` into ``budget`` prompt tokens.
 
-    ``history`` is whole turns, oldest first; the oldest turn goes first, then the
-    knowledge entries (least relevant first), never the persona or the message.
-    ``memory`` (the summary and facts of older turns) stays: it is what is left of them.
+    ``history`` is whole turns, oldest first, as the model read them (with the knowledge
+    they were sent with, where the turn keeps it); an entry a kept turn already shows is
+    not sent again. Too long, the turns go without their knowledge (``plain_history``, the
+    same turns), then the oldest turn goes first, then the knowledge entries (least
+    relevant first), never the persona or the message. ``memory`` (the summary and facts of
+    older turns) stays: it is what is left of them.
     """
-    user = ChatMessage("user", message)
     turns = [list(turn) for turn in history]
-    kept = list(knowledge)
+    plain = [list(turn) for turn in plain_history] if plain_history is not None else None
+    wanted = list(knowledge)
     dropped = 0
+    system = ChatMessage("system", system_prompt(persona, memory))
     while True:
-        system = ChatMessage("system", system_prompt(persona, kept, memory))
+        shown = [m.content for turn in turns for m in turn if m.role == "user"]
+        sent = [e for e in wanted if not any(entry_text(*e) in text for text in shown)]
+        user = ChatMessage("user", with_knowledge(message, sent))
         messages = [system, *(m for turn in turns for m in turn), user]
         tokens = tokenizer.count_chat_tokens(messages)
         if tokens <= budget:
-            return BuiltContext(messages, tokens, len(turns), dropped)
+            return BuiltContext(messages, tokens, len(turns), dropped, tuple(sent))
+        if plain is not None:
+            shorter = plain != turns
+            turns, plain = plain, None
+            if shorter:
+                continue
         if turns:
             turns.pop(0)
             dropped += 1
             continue
-        if kept:
-            kept.pop()
+        if wanted:
+            wanted.pop()
             continue
         if memory:
             memory = ""
+            system = ChatMessage("system", system_prompt(persona))
             continue
         raise ContextLengthExceeded(
             f"the message is too long: with the persona it needs {tokens} prompt tokens, "

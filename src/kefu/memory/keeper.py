@@ -33,7 +33,7 @@ from itertools import groupby
 from typing import Any, TypeVar
 
 from kefu.engine.base import ChatMessage, Engine, Finished, GenerationRequest, SamplingParams
-from kefu.memory.context import system_prompt
+from kefu.memory.context import system_prompt, with_knowledge
 from kefu.memory.extractive import extractive_summary
 from kefu.memory.facts import merge_facts
 from kefu.memory.render import memory_block, summary_prompt
@@ -210,7 +210,7 @@ class MemoryKeeper:
         would wait behind it, and the next turn may come after the cache moved on."""
         if self.engine.stats().waiting:
             return
-        system = ChatMessage("system", system_prompt(self.policy.persona, (), memory_block(memory)))
+        system = ChatMessage("system", system_prompt(self.policy.persona, memory_block(memory)))
         request = GenerationRequest(
             messages=[system, *(m for turn in kept for m in turn)],
             sampling=SamplingParams(max_tokens=1, temperature=0),
@@ -255,11 +255,40 @@ class MemoryKeeper:
         return "".join(parts).strip()
 
 
-def whole_turns(stored: Sequence[StoredMessage]) -> list[tuple[int, list[ChatMessage]]]:
-    """(turn number, its messages) for every turn that got a reply, oldest first."""
+def whole_turns(
+    stored: Sequence[StoredMessage], sent_after: int | None = None
+) -> list[tuple[int, list[ChatMessage]]]:
+    """(turn number, its messages) for every turn that got a reply, oldest first. A turn
+    numbered above ``sent_after`` is as the model read it: its message with the knowledge
+    base's entries it was sent with, so the prompt repeats what the engine's KV holds."""
     result = []
     for number, group in groupby(stored, key=lambda m: m.turn):
         messages = [m for m in group if m.content.strip()]
-        if any(m.role == "assistant" for m in messages):
+        replies = [m for m in messages if m.role == "assistant"]
+        if not replies:
+            continue
+        knowledge = sent_knowledge(replies[-1].meta)
+        if sent_after is None or number <= sent_after or not knowledge:
             result.append((number, [m.as_chat() for m in messages]))
+            continue
+        chat = [
+            ChatMessage("user", with_knowledge(m.content, knowledge))
+            if m.role == "user"
+            else m.as_chat()
+            for m in messages
+        ]
+        result.append((number, chat))
     return result
+
+
+def sent_knowledge(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The entries a turn's message was sent with (the reply's ``knowledge``); [] for a turn
+    that had none, or was stored before turns kept them."""
+    entries = meta.get("knowledge")
+    if not isinstance(entries, list):
+        return []
+    return [
+        (str(entry[0]), str(entry[1]))
+        for entry in entries
+        if isinstance(entry, list | tuple) and len(entry) == 2
+    ]

@@ -1,8 +1,8 @@
 """A first turn's prompt read before /ready, twice: the embedded engine's warm-up, and
 admission's first measure of how fast the warm engine reads.
 
-The persona and the first ``--kb-passages`` entries of this shop's knowledge base open
-every first turn's prompt. The first read is cold (0.7-3.8 s on the 2-core box for a
+A first turn's prompt is the persona, then the message with the first ``--kb-passages``
+entries of this shop's knowledge base. The first read is cold (0.7-3.8 s on the 2-core box for a
 prompt a warm engine reads in tens of milliseconds): admission once predicted from it and
 refused 31 of 32 requests a fresh server then served well inside the SLO, so it is only
 logged. The second read, warm, carries the passages in the other order, so the prefix

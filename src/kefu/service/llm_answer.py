@@ -40,6 +40,7 @@ class _Reply:
     parts: list[str] = field(default_factory=list)
     outcome: str = "cancelled"
     stored: bool = False
+    knowledge: tuple[tuple[str, str], ...] = ()  # the entries sent with the message
 
     @property
     def text(self) -> str:
@@ -54,17 +55,21 @@ async def answer_by_llm(
     group: Group,
     ticket: Ticket,
     history: list[list[ChatMessage]],
+    plain_history: list[list[ChatMessage]] | None = None,
     memory: str = "",
 ) -> AsyncGenerator[TurnEvent, None]:
     """``plan``: the fast path's, when it declined (its passages go in the prompt); None
     without a fast path. ``ticket``: let through ``group``'s admission door. ``history``:
-    the turns the prompt holds; ``memory``: the memory's block of the turns before."""
+    the turns the prompt holds, as the model read them (``plain_history``: without their
+    knowledge); ``memory``: the memory's block of the turns before."""
     timeline = turn.timeline
     timeline.outcome.tier = "llm"
-    request, unread = await _request(runtime, turn, plan, group, history, memory)
+    request, context, unread = await _request(
+        runtime, turn, plan, group, (history, plain_history), memory
+    )
     async with runtime.admitted(timeline, ticket, unread, group) as hold:
         yield TurnStarted(turn.session_id)
-        reply = _Reply()
+        reply = _Reply(knowledge=context.knowledge)
         try:
             finished: Finished | None = None
             async with aclosing(runtime.generate(request, timeline, hold)) as events:
@@ -106,11 +111,11 @@ async def _request(
     turn: TurnContext,
     plan: Plan | None,
     group: Group,
-    history: list[list[ChatMessage]],
+    history: tuple[list[list[ChatMessage]], list[list[ChatMessage]] | None],
     memory: str,
-) -> tuple[GenerationRequest, int]:
+) -> tuple[GenerationRequest, BuiltContext, int]:
     """The request for ``group``'s engine, its prompt trimmed to leave room for the reply;
-    and the prompt's tokens the engine will have to read."""
+    the context it was built from, and the prompt's tokens the engine will have to read."""
     settings = runtime.settings
     engine = group.engine
     max_tokens = min(settings.max_tokens, engine.context_window // 2)
@@ -118,7 +123,8 @@ async def _request(
         build_context,
         persona=settings.persona,
         knowledge=[(hit.entry.question, hit.entry.answer) for hit in _passages(plan)],
-        history=history,
+        history=history[0],
+        plain_history=history[1],
         message=turn.message,
         tokenizer=engine,
         budget=engine.context_window - max_tokens,
@@ -134,7 +140,7 @@ async def _request(
         routing_key=turn.session_id,
         group=group.name,
     )
-    return request, unread
+    return request, context, unread
 
 
 def _after_reply(runtime: Runtime, turn: TurnContext, plan: Plan | None, reply: _Reply) -> None:
@@ -179,6 +185,8 @@ def _llm_turn(turn: TurnContext, plan: Plan | None, reply: _Reply) -> Turn:
         "finish_reason": reply.outcome,
         "route": routing_dict(_routing(plan)),
         "sources": [hit.entry.id for hit in _passages(plan)],
+        # As sent: the next prompts repeat the message with them (memory.keeper.whole_turns).
+        "knowledge": [list(entry) for entry in reply.knowledge],
         "failed": turn.failed,
         "timings": timeline.as_dict(),
     }

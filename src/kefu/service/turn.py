@@ -274,7 +274,7 @@ async def _answer_by_llm_or_busy(
         if settings.memory == "summary" and not turn.is_new:
             memory = await runtime.store.load_memory(turn.session_id)
         covered = memory.covered_turn if memory is not None else 0
-        history = prompt_history(
+        history, plain_history = prompt_history(
             stored, settings.history_turns, settings.memory, covered, settings.memory_every
         )
         answer = answer_by_llm(
@@ -284,6 +284,7 @@ async def _answer_by_llm_or_busy(
             group=group,
             ticket=ticket,
             history=history,
+            plain_history=plain_history,
             memory=memory_block(memory),
         )
         async with aclosing(answer) as events:
@@ -320,8 +321,9 @@ def max_unsummarised(window: int, every: int) -> int:
 
 def prompt_history(
     stored: list[StoredMessage], window: int, memory: str, covered: int, every: int
-) -> list[list[ChatMessage]]:
-    """The turns after ``covered`` (what the memory holds), at most ``max_unsummarised``.
+) -> tuple[list[list[ChatMessage]], list[list[ChatMessage]]]:
+    """The turns after ``covered`` (what the memory holds), at most ``max_unsummarised``: as
+    the model read them, and without the knowledge they were sent with.
 
     Old turns leave in blocks of ``every``, never one per turn: a prompt that slid by a turn
     would differ from the previous one right after the persona, and the prefix cache could
@@ -330,10 +332,15 @@ def prompt_history(
     turns = whole_turns(stored)
     if memory == "window":
         if not window or not turns:
-            return []
+            return [], []
         covered = max(0, (turns[-1][0] - window) // every * every)
-    kept = [chat for number, chat in turns if number > covered]
-    return kept[-max_unsummarised(window, every) :]
+    # Turns are as the model read them, with their knowledge, but for those a fold kept:
+    # they lose it when the prompt's start changes anyway, and the prompt stays small.
+    sent = whole_turns(stored, sent_after=covered + window if covered else 0)
+    most = max_unsummarised(window, every)
+    kept = [chat for number, chat in sent if number > covered][-most:]
+    plain = [chat for number, chat in turns if number > covered][-most:]
+    return kept, plain
 
 
 def visible(session: Session, owner: str | None) -> bool:
