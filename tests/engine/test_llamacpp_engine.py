@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from kefu.engine.base import (
     ChatMessage,
@@ -286,3 +287,27 @@ async def test_a_long_prefill_does_not_stall_a_running_stream() -> None:
     # The long prompt needs 15+ steps; without chunked prefill the short stream would get
     # at most one token while it is read, with it one per step (a margin for an early stop).
     assert tokens_meanwhile >= 5
+
+
+def test_the_bundled_template_takes_a_system_message_between_turns() -> None:
+    # /chat then sends a message's passages as a system message just before it.
+    model = LlamaModel(bundled_model_path())
+    try:
+        assert model.renders_system_between_turns()
+    finally:
+        model.close()
+
+
+def test_a_template_that_rejects_one_is_read_as_such() -> None:
+    model = LlamaModel(bundled_model_path())
+    try:
+        model._formatter = Jinja2ChatFormatter(
+            template="{% for m in messages %}{% if m['role'] == 'system' and not loop.first %}"
+            "{{ raise_exception('roles must alternate') }}{% endif %}{{ m['content'] }}"
+            "{% endfor %}",
+            eos_token="</s>",
+            bos_token="<s>",
+        )
+        assert not model.renders_system_between_turns()
+    finally:
+        model.close()

@@ -142,7 +142,7 @@ def test_knowledge_goes_with_the_message_and_after_the_turns(tokenizer: FakeEngi
     # The system prompt and the turns stay as the last prompt had them: the engine's KV of
     # the conversation is reused, and only the new message with its entries is read.
     assert built.messages[:-1] == [ChatMessage("system", PERSONA), *flat(history(1))]
-    assert built.messages[-1] == ChatMessage("user", with_knowledge(MESSAGE, knowledge))
+    assert built.messages[-1:] == with_knowledge(MESSAGE, knowledge)
     assert "Q: q1\nA: a1" in built.messages[-1].content
     assert built.messages[-1].content.endswith(MESSAGE)
     assert built.knowledge == tuple(knowledge)
@@ -172,7 +172,7 @@ def test_knowledge_goes_with_the_message_and_after_the_turns(tokenizer: FakeEngi
 
 def test_an_entry_a_kept_turn_shows_is_not_sent_again(tokenizer: FakeEngine) -> None:
     shown = [
-        ChatMessage("user", with_knowledge("u0", [("q1", "a1")])),
+        *with_knowledge("u0", [("q1", "a1")]),
         ChatMessage("assistant", "a0"),
     ]
     built = build_context(
@@ -184,16 +184,13 @@ def test_an_entry_a_kept_turn_shows_is_not_sent_again(tokenizer: FakeEngine) -> 
         knowledge=[("q1", "a1"), ("q2", "a2")],
     )
     assert built.knowledge == (("q2", "a2"),)
-    assert built.messages[-1].content == with_knowledge(MESSAGE, [("q2", "a2")])
+    assert built.messages[-1:] == with_knowledge(MESSAGE, [("q2", "a2")])
     assert built.messages[1] == shown[0]
 
 
 def test_turns_lose_their_knowledge_before_any_turn_goes(tokenizer: FakeEngine) -> None:
     plain = history(2)
-    sent = [
-        [ChatMessage("user", with_knowledge(turn[0].content, [("q", "a " * 10)])), turn[1]]
-        for turn in plain
-    ]
+    sent = [[*with_knowledge(turn[0].content, [("q", "a " * 10)]), turn[1]] for turn in plain]
     roomy = build_context(
         persona=PERSONA,
         history=sent,
@@ -223,3 +220,35 @@ def test_turns_lose_their_knowledge_before_any_turn_goes(tokenizer: FakeEngine) 
         budget=BASE + TURN,
     )
     assert one_turn.messages[1:-1] == flat(plain[1:])
+
+
+def test_the_knowledge_as_a_system_message_just_before_the_message(
+    tokenizer: FakeEngine,
+) -> None:
+    knowledge = [("q1", "a1")]
+    built = build_context(
+        persona=PERSONA,
+        history=history(1),
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=100,
+        knowledge=knowledge,
+        knowledge_as_system=True,
+    )
+    assert built.messages[:-2] == [ChatMessage("system", PERSONA), *flat(history(1))]
+    system, user = built.messages[-2:]
+    assert system.role == "system"
+    assert "Q: q1\nA: a1" in system.content
+    assert user == ChatMessage("user", MESSAGE)
+    # A kept turn that showed the entry in its own system message: not sent again.
+    again = build_context(
+        persona=PERSONA,
+        history=[[*built.messages[-2:], ChatMessage("assistant", "a")]],
+        message=MESSAGE,
+        tokenizer=tokenizer,
+        budget=100,
+        knowledge=knowledge,
+        knowledge_as_system=True,
+    )
+    assert again.knowledge == ()
+    assert again.messages[-1] == ChatMessage("user", MESSAGE)

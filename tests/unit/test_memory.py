@@ -128,20 +128,25 @@ def sent_with(turns: int, knowledge: list[list[str]]) -> list[StoredMessage]:
 def test_turns_are_as_the_model_read_them_but_those_a_fold_kept() -> None:
     entry = [["Do you ship abroad?", "Yes, to 30 countries."]]
     knowledge = [("Do you ship abroad?", "Yes, to 30 countries.")]
+
+    def reply(n: int) -> ChatMessage:
+        return ChatMessage("assistant", f"reply{n}")
+
     # Nothing folded yet: every turn as it was sent, so the prompt only grows.
     sent, plain = prompt_history(sent_with(4, entry), 2, "summary", 0, 3)
-    assert [turn[0].content for turn in sent] == [
-        with_knowledge(f"user{n}", knowledge) for n in range(1, 5)
-    ]
-    assert [turn[0].content for turn in plain] == ["user1", "user2", "user3", "user4"]
-    assert [turn[1].content for turn in sent] == [f"reply{n}" for n in range(1, 5)]
+    assert sent == [[*with_knowledge(f"user{n}", knowledge), reply(n)] for n in range(1, 5)]
+    assert plain == [[ChatMessage("user", f"user{n}"), reply(n)] for n in range(1, 5)]
+    # As a system message just before the message, where the engine's template takes one.
+    sent, _ = prompt_history(sent_with(1, entry), 2, "summary", 0, 3, knowledge_as_system=True)
+    assert [m.role for m in sent[0]] == ["system", "user", "assistant"]
+    assert sent[0][:2] == with_knowledge("user1", knowledge, as_system=True)
     # Folded up to turn 2 with a window of 2: turns 3 and 4 were kept across the fold and
     # go without their knowledge (as the fold's prefill read them); turn 5 on keep it.
     sent, _ = prompt_history(sent_with(5, entry), 2, "summary", 2, 3)
-    assert [turn[0].content for turn in sent] == [
-        "user3",
-        "user4",
-        with_knowledge("user5", knowledge),
+    assert sent == [
+        [ChatMessage("user", "user3"), reply(3)],
+        [ChatMessage("user", "user4"), reply(4)],
+        [*with_knowledge("user5", knowledge), reply(5)],
     ]
     # A turn stored before turns kept their knowledge reads as it always did.
     assert whole_turns(stored(2), sent_after=0) == whole_turns(stored(2))

@@ -44,15 +44,25 @@ def entry_text(question: str, answer: str) -> str:
     return f"Q: {question}\nA: {answer}"
 
 
-def with_knowledge(message: str, knowledge: Knowledge) -> str:
-    """The customer's message as the model reads it: the knowledge base's entries chosen
-    for it, then the message. The entries travel with their message, not in the system
-    prompt: chosen per message, they would change the prompt right after the persona at
-    every turn, and the engine would read the whole conversation again each time."""
+def with_knowledge(
+    message: str, knowledge: Knowledge, *, as_system: bool = False
+) -> list[ChatMessage]:
+    """The customer's message as the model reads it, with the knowledge base's entries
+    chosen for it: a system message of them just before it (``as_system``: a template that
+    takes one between turns), else in the message, ahead of its words. They travel with
+    their message, not in the first system prompt: chosen per message, they would change
+    the prompt right after the persona at every turn, and the engine would read the whole
+    conversation again each time."""
     if not knowledge:
-        return message
+        return [ChatMessage("user", message)]
     entries = "\n\n".join(entry_text(question, answer) for question, answer in knowledge)
-    return f"{KNOWLEDGE_INTRO}\n\n{entries}\n\nThe customer's message:\n\n{message}"
+    if as_system:
+        return [
+            ChatMessage("system", f"{KNOWLEDGE_INTRO}\n\n{entries}"),
+            ChatMessage("user", message),
+        ]
+    text = f"{KNOWLEDGE_INTRO}\n\n{entries}\n\nThe customer's message:\n\n{message}"
+    return [ChatMessage("user", text)]
 
 
 def build_context(
@@ -65,6 +75,7 @@ def build_context(
     knowledge: Knowledge = (),
     memory: str = "",
     plain_history: Sequence[Sequence[ChatMessage]] | None = None,
+    knowledge_as_system: bool = False,
 ) -> BuiltContext:
     """Fit ``persona + memory + history + knowledge + message`` into ``budget`` prompt tokens.
 
@@ -73,7 +84,8 @@ def build_context(
     not sent again. Too long, the turns go without their knowledge (``plain_history``, the
     same turns), then the oldest turn goes first, then the knowledge entries (least
     relevant first), never the persona or the message. ``memory`` (the summary and facts of
-    older turns) stays: it is what is left of them.
+    older turns) stays: it is what is left of them. ``knowledge_as_system``: see
+    ``with_knowledge``.
     """
     turns = [list(turn) for turn in history]
     plain = [list(turn) for turn in plain_history] if plain_history is not None else None
@@ -81,10 +93,10 @@ def build_context(
     dropped = 0
     system = ChatMessage("system", system_prompt(persona, memory))
     while True:
-        shown = [m.content for turn in turns for m in turn if m.role == "user"]
+        shown = [m.content for turn in turns for m in turn if m.role != "assistant"]
         sent = [e for e in wanted if not any(entry_text(*e) in text for text in shown)]
-        user = ChatMessage("user", with_knowledge(message, sent))
-        messages = [system, *(m for turn in turns for m in turn), user]
+        new = with_knowledge(message, sent, as_system=knowledge_as_system)
+        messages = [system, *(m for turn in turns for m in turn), *new]
         tokens = tokenizer.count_chat_tokens(messages)
         if tokens <= budget:
             return BuiltContext(messages, tokens, len(turns), dropped, tuple(sent))

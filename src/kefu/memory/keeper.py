@@ -256,11 +256,12 @@ class MemoryKeeper:
 
 
 def whole_turns(
-    stored: Sequence[StoredMessage], sent_after: int | None = None
+    stored: Sequence[StoredMessage], sent_after: int | None = None, *, as_system: bool = False
 ) -> list[tuple[int, list[ChatMessage]]]:
     """(turn number, its messages) for every turn that got a reply, oldest first. A turn
     numbered above ``sent_after`` is as the model read it: its message with the knowledge
-    base's entries it was sent with, so the prompt repeats what the engine's KV holds."""
+    base's entries it was sent with (``as_system``: see ``context.with_knowledge``), so the
+    prompt repeats what the engine's KV holds."""
     result = []
     for number, group in groupby(stored, key=lambda m: m.turn):
         messages = [m for m in group if m.content.strip()]
@@ -272,10 +273,13 @@ def whole_turns(
             result.append((number, [m.as_chat() for m in messages]))
             continue
         chat = [
-            ChatMessage("user", with_knowledge(m.content, knowledge))
-            if m.role == "user"
-            else m.as_chat()
+            sent
             for m in messages
+            for sent in (
+                with_knowledge(m.content, knowledge, as_system=as_system)
+                if m.role == "user"
+                else [m.as_chat()]
+            )
         ]
         result.append((number, chat))
     return result

@@ -23,7 +23,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams, unread_tokens
+from kefu.engine.base import (
+    Engine,
+    Finished,
+    GenerationRequest,
+    SamplingParams,
+    system_between_turns,
+    unread_tokens,
+)
 from kefu.memory.context import build_context
 
 log = logging.getLogger("kefu.service")
@@ -67,6 +74,7 @@ async def read_a_prompt(
         message=QUESTION,
         tokenizer=engine,
         budget=engine.context_window // 2,
+        knowledge_as_system=system_between_turns(engine),
     )
     request = GenerationRequest(
         messages=built.messages,

@@ -16,6 +16,7 @@ from kefu.engine.base import (
     GenerationRequest,
     SamplingParams,
     Tokenizer,
+    system_between_turns,
     unread_tokens,
 )
 from kefu.errors import EngineError, UpstreamError
@@ -125,6 +126,7 @@ async def _request(
         knowledge=[(hit.entry.question, hit.entry.answer) for hit in _passages(plan)],
         history=history[0],
         plain_history=history[1],
+        knowledge_as_system=system_between_turns(engine),
         message=turn.message,
         tokenizer=engine,
         budget=engine.context_window - max_tokens,

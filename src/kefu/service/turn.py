@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from kefu.engine.base import ChatMessage
+from kefu.engine.base import ChatMessage, system_between_turns
 from kefu.errors import InvalidRequest, NotFound, Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.fastpath.rules import is_failure_signal
 from kefu.limits.holds import Ticket
@@ -275,7 +275,12 @@ async def _answer_by_llm_or_busy(
             memory = await runtime.store.load_memory(turn.session_id)
         covered = memory.covered_turn if memory is not None else 0
         history, plain_history = prompt_history(
-            stored, settings.history_turns, settings.memory, covered, settings.memory_every
+            stored,
+            settings.history_turns,
+            settings.memory,
+            covered,
+            settings.memory_every,
+            knowledge_as_system=system_between_turns(group.engine),
         )
         answer = answer_by_llm(
             runtime,
@@ -320,7 +325,13 @@ def max_unsummarised(window: int, every: int) -> int:
 
 
 def prompt_history(
-    stored: list[StoredMessage], window: int, memory: str, covered: int, every: int
+    stored: list[StoredMessage],
+    window: int,
+    memory: str,
+    covered: int,
+    every: int,
+    *,
+    knowledge_as_system: bool = False,
 ) -> tuple[list[list[ChatMessage]], list[list[ChatMessage]]]:
     """The turns after ``covered`` (what the memory holds), at most ``max_unsummarised``: as
     the model read them, and without the knowledge they were sent with.
@@ -336,7 +347,9 @@ def prompt_history(
         covered = max(0, (turns[-1][0] - window) // every * every)
     # Turns are as the model read them, with their knowledge, but for those a fold kept:
     # they lose it when the prompt's start changes anyway, and the prompt stays small.
-    sent = whole_turns(stored, sent_after=covered + window if covered else 0)
+    sent = whole_turns(
+        stored, sent_after=covered + window if covered else 0, as_system=knowledge_as_system
+    )
     most = max_unsummarised(window, every)
     kept = [chat for number, chat in sent if number > covered][-most:]
     plain = [chat for number, chat in turns if number > covered][-most:]

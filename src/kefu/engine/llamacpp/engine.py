@@ -55,10 +55,13 @@ class LlamaCppEngine:
         self._warmup = warmup
         self._model: LlamaModel | None = None
         self._scheduler: Scheduler | None = None
+        # Known once the model's chat template is loaded (engine.base.system_between_turns).
+        self.system_between_turns = False
 
     async def start(self) -> None:
         self._model = await asyncio.to_thread(LlamaModel, self.model_path)
         self.context_window = min(self.context_window, self._model.n_ctx_train)
+        self.system_between_turns = self._model.renders_system_between_turns()
         self._scheduler = await asyncio.to_thread(
             Scheduler,
             self._model,

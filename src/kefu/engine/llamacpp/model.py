@@ -118,6 +118,23 @@ class LlamaModel:
         payload: Any = [{"role": m.role, "content": m.content} for m in messages]
         return str(self._formatter(messages=payload).prompt)
 
+    def renders_system_between_turns(self) -> bool:
+        """Whether the chat template renders a system message between turns, in its place
+        (ChatML and Llama 3's do; Mistral's and Gemma's raise)."""
+        probe = [
+            ChatMessage("system", "kefu-probe-first"),
+            ChatMessage("user", "kefu-probe-1"),
+            ChatMessage("assistant", "kefu-probe-2"),
+            ChatMessage("system", "kefu-probe-between"),
+            ChatMessage("user", "kefu-probe-3"),
+        ]
+        try:
+            text = self.render_chat(probe)
+        except Exception:  # a template's raise_exception: it does not take one there
+            return False
+        between = text.find("kefu-probe-between")
+        return text.find("kefu-probe-2") < between < text.find("kefu-probe-3")
+
     def _tokenize(self, text: str) -> tuple[int, ...]:
         data = text.encode("utf-8")
         capacity = len(data) + 8
