@@ -21,15 +21,16 @@ async def test_a_first_turns_prompt_is_read_cold_then_warm_the_other_way_round()
     assert warm.seconds >= 0.05
     cold, second = engine.requests
     assert cold.sampling.max_tokens == second.sampling.max_tokens == 1
-    system, user = cold.messages
+    system, passages, user = cold.messages
     assert system.content == "You are the shop's assistant."
-    assert all(q in user.content and a in user.content for q, a in PASSAGES)
-    assert user.content.endswith(QUESTION)
+    assert passages.role == "system"
+    assert all(q in passages.content and a in passages.content for q, a in PASSAGES)
+    assert user.content == QUESTION
     # The warm read carries the passages in the other order: a prefix cache keeps only
     # the persona, and the engine reads the rest anew.
     first, other = PASSAGES
-    warm_user = second.messages[-1].content
-    assert warm_user.index(other[0]) < warm_user.index(first[0])
+    warm_passages = second.messages[-2].content
+    assert warm_passages.index(other[0]) < warm_passages.index(first[0])
     assert warm.tokens == engine.count_chat_tokens(second.messages)
 
 

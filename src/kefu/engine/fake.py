@@ -33,8 +33,11 @@ def _words(text: str) -> list[str]:
 
 
 class FakeEngine:
-    """A stand-in engine whose reply is ``fake reply to: <last user message>`` (its last
-    paragraph) word by word."""
+    """A stand-in engine whose reply is ``fake reply to: <last user message>`` word by word."""
+
+    # It renders no template, so any role order does; /chat sends a message's passages as a
+    # system message before it, and the last user message stays the customer's words.
+    system_between_turns = True
 
     def __init__(
         self,
@@ -71,9 +74,7 @@ class FakeEngine:
 
     def reply_for(self, request: GenerationRequest) -> list[str]:
         last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
-        # Its last paragraph: /chat sends the knowledge base's passages ahead of the
-        # customer's words in the same message, and a reply to those stays readable.
-        words = ["fake", "reply", "to:", *_words(last_user.rsplit("\n\n", 1)[-1])]
+        words = ["fake", "reply", "to:", *_words(last_user)]
         if self.reply_words is not None:
             words = [f"w{i}" for i in range(self.reply_words)]
         return words

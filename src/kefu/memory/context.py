@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kefu.engine.base import ChatMessage, Tokenizer
 from kefu.errors import ContextLengthExceeded
@@ -20,6 +21,14 @@ KNOWLEDGE_INTRO = (
 )
 
 Knowledge = Sequence[tuple[str, str]]
+
+
+class KeptTurns(NamedTuple):
+    """The turns a prompt holds, oldest first: as the model read them (with the knowledge
+    they were sent with), and the same turns without it (``build_context``'s fallback)."""
+
+    sent: list[list[ChatMessage]]
+    plain: list[list[ChatMessage]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ from functools import partial
 from typing import Any
 
 from kefu.engine.base import (
-    ChatMessage,
     Finished,
     GenerationRequest,
     SamplingParams,
@@ -23,7 +22,7 @@ from kefu.errors import EngineError, UpstreamError
 from kefu.fastpath.router import Routing
 from kefu.knowledge.index import Hit
 from kefu.limits.holds import Ticket
-from kefu.memory.context import BuiltContext, build_context
+from kefu.memory.context import BuiltContext, KeptTurns, build_context
 from kefu.service.groups import Group
 from kefu.service.plan import Plan
 from kefu.service.runtime import Runtime
@@ -55,19 +54,15 @@ async def answer_by_llm(
     *,
     group: Group,
     ticket: Ticket,
-    history: list[list[ChatMessage]],
-    plain_history: list[list[ChatMessage]] | None = None,
+    history: KeptTurns,
     memory: str = "",
 ) -> AsyncGenerator[TurnEvent, None]:
     """``plan``: the fast path's, when it declined (its passages go in the prompt); None
     without a fast path. ``ticket``: let through ``group``'s admission door. ``history``:
-    the turns the prompt holds, as the model read them (``plain_history``: without their
-    knowledge); ``memory``: the memory's block of the turns before."""
+    the turns the prompt holds; ``memory``: the memory's block of the turns before."""
     timeline = turn.timeline
     timeline.outcome.tier = "llm"
-    request, context, unread = await _request(
-        runtime, turn, plan, group, (history, plain_history), memory
-    )
+    request, context, unread = await _request(runtime, turn, plan, group, history, memory)
     async with runtime.admitted(timeline, ticket, unread, group) as hold:
         yield TurnStarted(turn.session_id)
         reply = _Reply(knowledge=context.knowledge)
@@ -112,7 +107,7 @@ async def _request(
     turn: TurnContext,
     plan: Plan | None,
     group: Group,
-    history: tuple[list[list[ChatMessage]], list[list[ChatMessage]] | None],
+    history: KeptTurns,
     memory: str,
 ) -> tuple[GenerationRequest, BuiltContext, int]:
     """The request for ``group``'s engine, its prompt trimmed to leave room for the reply;
@@ -124,8 +119,8 @@ async def _request(
         build_context,
         persona=settings.persona,
         knowledge=[(hit.entry.question, hit.entry.answer) for hit in _passages(plan)],
-        history=history[0],
-        plain_history=history[1],
+        history=history.sent,
+        plain_history=history.plain,
         knowledge_as_system=system_between_turns(engine),
         message=turn.message,
         tokenizer=engine,

@@ -18,10 +18,11 @@ import uuid
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from kefu.engine.base import ChatMessage, system_between_turns
+from kefu.engine.base import system_between_turns
 from kefu.errors import InvalidRequest, NotFound, Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.fastpath.rules import is_failure_signal
 from kefu.limits.holds import Ticket
+from kefu.memory.context import KeptTurns
 from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.observe.timeline import Timeline
@@ -274,7 +275,7 @@ async def _answer_by_llm_or_busy(
         if settings.memory == "summary" and not turn.is_new:
             memory = await runtime.store.load_memory(turn.session_id)
         covered = memory.covered_turn if memory is not None else 0
-        history, plain_history = prompt_history(
+        history = prompt_history(
             stored,
             settings.history_turns,
             settings.memory,
@@ -289,7 +290,6 @@ async def _answer_by_llm_or_busy(
             group=group,
             ticket=ticket,
             history=history,
-            plain_history=plain_history,
             memory=memory_block(memory),
         )
         async with aclosing(answer) as events:
@@ -332,7 +332,7 @@ def prompt_history(
     every: int,
     *,
     knowledge_as_system: bool = False,
-) -> tuple[list[list[ChatMessage]], list[list[ChatMessage]]]:
+) -> KeptTurns:
     """The turns after ``covered`` (what the memory holds), at most ``max_unsummarised``: as
     the model read them, and without the knowledge they were sent with.
 
@@ -343,7 +343,7 @@ def prompt_history(
     turns = whole_turns(stored)
     if memory == "window":
         if not window or not turns:
-            return [], []
+            return KeptTurns([], [])
         covered = max(0, (turns[-1][0] - window) // every * every)
     # Turns are as the model read them, with their knowledge, but for those a fold kept:
     # they lose it when the prompt's start changes anyway, and the prompt stays small.
@@ -353,7 +353,7 @@ def prompt_history(
     most = max_unsummarised(window, every)
     kept = [chat for number, chat in sent if number > covered][-most:]
     plain = [chat for number, chat in turns if number > covered][-most:]
-    return kept, plain
+    return KeptTurns(kept, plain)
 
 
 def visible(session: Session, owner: str | None) -> bool:
