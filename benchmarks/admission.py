@@ -17,7 +17,9 @@ Load is a multiple of the engine's measured capacity:
   LLM messages per user-second).
 
 Printed per run: sent / answered / refused (429, 503 and the line's timeouts), the
-accepted answers' TTFT p50/p99 (LLM answers for sessions), SLO misses among them,
+accepted answers' TTFT p50/p99 (LLM answers for sessions), SLO misses among them and
+(``free``, the server's count) how many of those met no queue at admission (a free slot,
+nothing ahead to read: the engine's own speed, which no refusal could have helped),
 goodput (answers whose first token came within the SLO, per second), the server's own
 record of its predictions near the SLO (realized ÷ predicted at p50 and p90 over the
 recent predictions of at least a quarter of the SLO, and how many, from /ready) and the
@@ -226,7 +228,8 @@ def fmt(value: float | None, scale: float = 1000.0, digits: int = 0) -> str:
 
 HEADER = (
     f"{'workload':8} {'load':>5} {'clients':>7} {'policy':9} {'sent':>5} {'answd':>5} "
-    f"{'refused':>7} {'other':>5} {'ttft50':>6} {'ttft99':>6} {'miss':>9} {'good/s':>6} "
+    f"{'refused':>7} {'other':>5} {'ttft50':>6} {'ttft99':>6} {'miss':>9} {'free':>4} "
+    f"{'good/s':>6} "
     f"{'ratio50':>7} {'ratio90':>7} {'near':>5} {'prec':>5} {'recall':>6} "
     f"{'wouldref':>8} {'refused in p50/p99':>18} {'refused (by code)':30}"
 )
@@ -246,7 +249,7 @@ def print_run(run: Run) -> None:
         f"{run.workload:8} {run.level:5g} {run.clients:7} {run.policy:9} {run.sent:5} "
         f"{len(answered) + run.fast:5} {sum(run.refused.values()):7} {run.other:5} "
         f"{fmt(percentile(answered, 50)):>6} {fmt(percentile(answered, 99)):>6} {miss:>9} "
-        f"{run.good() / run.duration:6.2f} "
+        f"{predictions['admitted_missed_unqueued']:4} {run.good() / run.duration:6.2f} "
         f"{fmt(near['ratio_p50'], 1, 2):>7} {fmt(near['ratio_p90'], 1, 2):>7} "
         f"{near['outcomes']:5} "
         f"{fmt(would['precision'], 100):>4}% {fmt(predictions['recall'], 100):>5}% "

@@ -130,3 +130,15 @@ def test_the_histogram_is_cumulative_with_an_infinite_bucket() -> None:
         histogram.observe(value)
     assert histogram.cumulative() == [("0.5", 1), ("1.0", 3), ("+Inf", 4)]
     assert histogram.total == pytest.approx(4.9)
+
+
+def test_misses_without_a_queue_are_counted_apart() -> None:
+    """A request let in on a free slot with nothing to read could not be refused: its miss
+    is the engine's speed, not a refusal the prediction owed."""
+    outcomes = Outcomes(quantile=0.9, near=0.5)
+    outcomes.add(Outcome(2.5, 2.5, 3.0, queued=False, would_refuse=False, missed=True))
+    outcomes.add(Outcome(2.5, 2.5, 3.0, queued=True, would_refuse=False, missed=True))
+    gave_up = Outcome(2.5, 2.5, 2.0, queued=False, would_refuse=False, missed=True, censored=True)
+    outcomes.add(gave_up)
+    report = outcomes.report()
+    assert (report["admitted_missed"], report["admitted_missed_unqueued"]) == (3, 1)

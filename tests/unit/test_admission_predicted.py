@@ -87,30 +87,45 @@ def test_ewma_starts_at_the_first_sample_and_follows() -> None:
 async def test_a_fresh_server_refuses_only_far_past_the_slo_until_outcomes_calibrate() -> None:
     """No outcome yet: an estimate is the model's guess, not the engine's word, and refuses
     only past twice the SLO (a fresh server refused 31 of 32 requests it then served inside
-    the SLO); once outcomes near the SLO have calibrated it, past the SLO."""
+    the SLO); between the SLO and twice it, one probe at a time is let in to find out. Once
+    outcomes near the SLO have calibrated it, past the SLO is enough."""
     clock = Clock()
     admission = predicted(clock, slots=4)
     measured_line(admission)  # 1.195 s for a 200-token prompt
+    async with contextlib.AsyncExitStack() as stack:
+        first = await stack.enter_async_context(admission.slot(tokens=200))
+        probe = await stack.enter_async_context(admission.slot(tokens=200))
+        assert probe.judgement is not None
+        assert probe.judgement.estimate == pytest.approx(2 * 1.195)  # past 2 s, within 4 s
+        assert probe.judgement.probe
+        assert not probe.judgement.refuse
+        with pytest.raises(Overloaded):  # past the SLO too, while the probe is out
+            await stack.enter_async_context(admission.slot(tokens=1))
+        for hold in (first, probe):  # each read in 1.195 s, as the line says
+            clock.now += 1.195
+            admission.first_token(hold)  # the probe's outcome came: another may go
+        await stack.enter_async_context(admission.slot(tokens=200))
+        second = await stack.enter_async_context(admission.slot(tokens=200))
+        assert second.judgement is not None
+        assert second.judgement.probe
+        clock.now += 1.195
+        admission.first_token(second)  # read in 1.195 s; the one ahead of it is not yet
+        judgement = admission.judge(tokens=400)  # 2.195 s: the next probe
+        assert judgement.probe
+        assert not judgement.refuse
+        far = admission.judge(tokens=1000)  # 5.195 s: past 4 s, on itself
+        assert far.refuse
+        assert not far.probe
+    admission = predicted(clock, slots=4)  # the probes' own outcomes left behind
+    measured_line(admission)
     reading = admission.rate.reading
-    held = Held(admission)
-    await held.hold(2, read=False, tokens=200)
-    assert reading.typical == 111  # the counted prompts' mean: 1, 301, 200, 200
-    typical = reading.seconds(111)  # 0.75 s
-    judgement = admission.judge()
-    assert judgement.queued
-    assert judgement.estimate == pytest.approx(2 * 1.195 + typical)  # past 2 s, within 4 s
-    assert not judgement.refuse
-    await held.hold(1, read=False, tokens=200)  # 3.585 s for its own first token: let in
-    typical = reading.seconds(reading.typical)
-    assert admission.judge().estimate == pytest.approx(3 * 1.195 + typical)
-    assert isinstance(admission.refusal(), Overloaded)  # past 4 s
     calibrate(admission)
-    await held.release()
     held = Held(admission)
     await held.hold(1, read=False, tokens=300)
     judgement = admission.judge()
     assert judgement.predicted == pytest.approx(1.695 + reading.seconds(reading.typical))
     assert judgement.refuse  # calibrated: past the SLO is enough
+    assert not judgement.probe
     await held.release()
 
 
@@ -168,16 +183,16 @@ async def test_the_outcomes_correct_the_estimate() -> None:
     admission = predicted(clock, ttft_slo=3.5)
     measured_line(admission)
     held = Held(admission)
-    await held.hold(3, read=False, tokens=300)  # three long prompts ahead: 6.2 s
+    await held.hold(2, read=False, tokens=300)  # two long prompts ahead: 3.4 s
     reading = admission.rate.reading
     estimate = admission.judge().estimate
-    assert estimate == pytest.approx(3 * 1.695 + reading.seconds(reading.typical))
+    assert estimate == pytest.approx(2 * 1.695 + reading.seconds(reading.typical))
     assert admission.judge().predicted == pytest.approx(estimate)  # no outcome: as is
-    assert not admission.judge().refuse  # not calibrated yet
+    assert not admission.judge().refuse  # not calibrated yet: a probe
     calibrate(admission, ratio=0.25)  # they came at a quarter of the estimate
     assert admission.outcomes.correction() == pytest.approx(0.25)
     assert admission.judge().predicted == pytest.approx(estimate / 4)
-    assert admission.refusal() is None  # 1.5 s: within the SLO of 3.5 s
+    assert admission.refusal() is None  # 1 s: within the SLO of 3.5 s
     calibrate(admission, ratio=1.0)  # the p90 of 8 at 0.25 and 8 at 1.0: 1.0
     assert admission.outcomes.correction() == 1.0
     assert isinstance(admission.refusal(), Overloaded)
@@ -500,6 +515,57 @@ async def test_a_ticket_counts_as_a_prompt_ahead_until_its_slot_takes_it() -> No
         admission.release(second)  # the second's client left before its slot
         assert admission.reading == 1
     assert admission.refused["overloaded"] == 1
+
+
+async def test_a_slot_counts_only_the_tickets_given_before_its_own() -> None:
+    """A request let through first is read first: the tickets given after its own (their
+    requests still deciding or building prompts) are behind it, not ahead."""
+    clock = Clock()
+    admission = predicted(clock)
+    measured_line(admission)
+    calibrate(admission)
+    first = admission.check()
+    later = [admission.check() for _ in range(2)]
+    assert admission.reading == 3
+    async with admission.slot(first, tokens=301) as hold:  # 1.7 s, not 2.7 s behind them
+        assert hold.judgement is not None
+        assert not hold.judgement.queued
+        assert hold.judgement.estimate == pytest.approx(1.7)
+    for ticket in later:
+        admission.release(ticket)
+
+
+async def test_a_tentative_ticket_counts_as_the_share_that_went_on_to_a_slot() -> None:
+    """Tickets held while the fast path decides: most of a shop's messages are answered
+    without the engine, and a burst of first messages counted whole refused the few
+    that were not."""
+    clock = Clock()
+    admission = predicted(clock, ttft_slo=1.2)
+    measured_line(admission)
+    calibrate(admission)
+    deciding = admission.ticket_if_free()
+    assert deciding is not None
+    assert deciding.tentative
+    assert admission.judge().estimate == pytest.approx(1.0)  # whole until one has ended
+    admission.release(deciding)  # answered without the engine
+    for _ in range(3):
+        ticket = admission.ticket_if_free()
+        assert ticket is not None
+        admission.release(ticket)
+    taken = admission.ticket_if_free()
+    assert taken is not None
+    async with admission.slot(taken):  # one of five went on to a slot: share 0.2
+        pass
+    share = admission.tentative_taken.value
+    assert share is not None
+    assert share == pytest.approx(0.2)
+    held = [admission.ticket_if_free() for _ in range(3)]
+    assert all(ticket is not None for ticket in held)
+    # Three deciding ahead count as 0.6 of a typical prompt (0.5 s each), not 1.5 s.
+    assert admission.judge().estimate == pytest.approx(0.5 + 3 * share * 0.5)
+    firm = admission.check()  # one whose message needs the engine counts whole
+    assert admission.judge().estimate == pytest.approx(0.5 + (3 * share + 1) * 0.5)
+    admission.release(firm)
 
 
 async def test_check_refuses_now_what_slot_would_and_asking_counts_nothing() -> None:

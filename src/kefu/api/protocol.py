@@ -88,6 +88,10 @@ class PredictionsOut(BaseModel):
         "--admission queue, or before calibration), by outcome"
     )
     admitted_missed: int = Field(description="Admitted requests it let in that missed the SLO")
+    admitted_missed_unqueued: int = Field(
+        description="Of those, the ones that met no queue (a free slot, nothing to read) and "
+        "got their first token: the engine's own speed, no refusal owed"
+    )
     recall: float | None = Field(description="Share of SLO misses it said to refuse")
 
 

@@ -11,8 +11,11 @@ recent estimates compared with what then happened (``outcomes.py``). The estimat
   first token, a mean hold less its age); a freed slot goes to the first in line still
   waiting (one whose wait limit runs out first leaves without it), and the newcomer gets
   the first slot left after those ahead of it;
-- the prompts ahead of it (admitted but not yet read, and those in line) and its own are
-  read at the measured speed (a line in the prompt's tokens left to read);
+- the prompts ahead of it (admitted but not yet read, those in line, and the tickets given
+  before its own) and its own are read at the measured speed (a line in the prompt's
+  tokens left to read); a ticket held while the fast path decides counts as the share of
+  such tickets that recently went on to a slot (most of a shop's messages never reach the
+  engine: counted whole, a burst of first messages refused the few that did);
 - ``max(slot wait, prompts ahead) + own``, plus the time the request already spent on its
   way. A prompt that is taking longer to read than the line says slows the whole estimate
   in proportion: a stalled engine is not described by its past.
@@ -25,8 +28,12 @@ A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only
 evidence: a queue in front of it (no free slot, or prompts ahead still to read), a
 prediction over the SLO, and either the recent outcomes of requests estimated alike mostly
 missed it (``miss_curve.py``) or, beyond what they reach (on a fresh server, everywhere),
-the prediction lies past twice the SLO (``Outcomes.says_refuse``). An engine with a free
-slot and nothing to read takes any request.
+the prediction lies past twice the SLO (``Outcomes.says_refuse``). Before the outcomes
+calibrate, one request at a time predicted between the SLO and twice it is let in as a
+probe, and the others are refused while it is in flight: a fresh server admits and
+measures, but a burst it cannot yet judge does not all read its long first turns at once
+(admitted together, seven of a fresh server's eight such /chat first turns missed). An
+engine with a free slot and nothing to read takes any request.
 ``shadow`` records what would have been refused and refuses nothing on prediction. The
 bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
 
@@ -42,6 +49,7 @@ Slots are handed over first-come, first-served.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import deque
@@ -52,7 +60,7 @@ from typing import Literal
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.limits.holds import Hold, Judgement, Refusal, Ticket
 from kefu.limits.outcomes import NEAR_SHARE, Outcome, Outcomes
-from kefu.limits.rates import ServiceRate
+from kefu.limits.rates import Ewma, ServiceRate
 
 log = logging.getLogger("kefu.admission")
 
@@ -103,8 +111,13 @@ class Admission:
         self._free = slots
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._gives_up: dict[asyncio.Future[None], float] = {}  # when each waiter leaves
+        self._in_line: dict[asyncio.Future[None], Judgement | None] = {}
         self._holds: set[Hold] = set()
         self._tickets: set[Ticket] = set()
+        self._numbers = itertools.count(1)
+        # Of the tentative tickets (``ticket_if_free``) that ended, the share that took a
+        # slot; whole (1) until one has.
+        self.tentative_taken = Ewma()
         self._last_first_token: float | None = None
 
     @property
@@ -136,17 +149,24 @@ class Admission:
     def _slot_free(self) -> bool:
         return self._free > 0 and not self._waiters
 
-    def judge(self, tokens: int | None = None, received: float | None = None) -> Judgement:
+    def judge(
+        self,
+        tokens: int | None = None,
+        received: float | None = None,
+        ticket: Ticket | None = None,
+    ) -> Judgement:
         """A request that came at ``received`` (now if None), whose prompt leaves ``tokens``
-        to read (a typical prompt if None): its first token, predicted."""
+        to read (a typical prompt if None), let through the door with ``ticket`` (None: it
+        comes after every ticket given): its first token, predicted."""
         now = self.clock()
         reading = self.rate.reading
         typical = reading.typical
         unread = [h for h in self._holds if h.first_token is None]
         slot_free = self._slot_free
-        queued = not slot_free or bool(unread) or bool(self._tickets)
+        tickets = self._tickets_before(ticket)
+        queued = not slot_free or bool(unread) or tickets > 0
         ahead = sum(reading.seconds(typical if h.tokens is None else h.tokens) for h in unread)
-        ahead += (len(self._tickets) + self.waiting) * reading.seconds(typical)
+        ahead += (tickets + self.waiting) * reading.seconds(typical)
         own = reading.seconds(typical if tokens is None else tokens)
         slowdown = 1.0
         if unread:
@@ -168,21 +188,51 @@ class Admission:
         refuse = (
             measured and queued and self.outcomes.says_refuse(estimate, predicted, self.ttft_slo)
         )
+        probe = (
+            measured
+            and queued
+            and not refuse
+            and predicted > self.ttft_slo
+            and not self.outcomes.ready
+        )
+        if probe and self._probing():
+            refuse, probe = True, False
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
-                "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead, "
-                "%.3f s own, x%.2f slower: %.3f s estimated, %.3f s predicted%s",
+                "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead "
+                "(%d unread, %.1f tickets, %d in line), %.3f s own, x%.2f slower: "
+                "%.3f s estimated, %.3f s predicted%s",
                 "typical" if tokens is None else tokens,
                 spent,
                 slot_wait,
                 ahead,
+                len(unread),
+                tickets,
+                self.waiting,
                 own,
                 slowdown,
                 estimate,
                 predicted,
-                " (refuse)" if refuse else "",
+                " (refuse)" if refuse else " (probe)" if probe else "",
             )
-        return Judgement(estimate, predicted, queued, refuse, measured)
+        return Judgement(estimate, predicted, queued, refuse, measured, probe)
+
+    def _probing(self) -> bool:
+        """A probe is in flight: let in, its first token not come yet."""
+        judgements = [h.judgement for h in self._holds if h.first_token is None]
+        judgements += [t.judgement for t in self._tickets]
+        judgements += [j for w, j in self._in_line.items() if not w.done()]
+        return any(j is not None and j.probe for j in judgements)
+
+    def _tickets_before(self, ticket: Ticket | None) -> float:
+        """Prompts the tickets given before ``ticket`` (all, if None) stand for."""
+        share = self.tentative_taken.value
+        share = 1.0 if share is None else share
+        return sum(
+            share if other.tentative else 1.0
+            for other in self._tickets
+            if ticket is None or other.number < ticket.number
+        )
 
     def predicted_ttft(self) -> float:
         """A typical request arriving now: seconds to its first token, calibrated."""
@@ -286,15 +336,21 @@ class Admission:
         return self._ticket(judgement)
 
     def ticket_if_free(self) -> Ticket | None:
-        """``check`` that neither raises nor counts a refusal: a ticket, or None where
-        ``check`` would refuse now (the caller may still answer without the engine)."""
+        """``check`` that neither raises nor counts a refusal: a tentative ticket (its
+        request may yet be answered without the engine), or None where ``check`` would
+        refuse now."""
         refusal, judgement = self._at_door()
-        return None if refusal is not None else self._ticket(judgement)
+        return None if refusal is not None else self._ticket(judgement, tentative=True)
 
-    def _ticket(self, judgement: Judgement) -> Ticket:
-        ticket = Ticket(judgement)
+    def _ticket(self, judgement: Judgement, *, tentative: bool = False) -> Ticket:
+        ticket = Ticket(next(self._numbers), judgement, tentative)
         self._tickets.add(ticket)
         return ticket
+
+    def _end_ticket(self, ticket: Ticket, *, taken: bool) -> None:
+        self._tickets.discard(ticket)
+        if ticket.tentative:
+            self.tentative_taken.add(1.0 if taken else 0.0)
 
     @contextmanager
     def door(self) -> Iterator[Ticket]:
@@ -308,7 +364,8 @@ class Admission:
     def release(self, ticket: Ticket) -> None:
         """The ticket's request ended before its slot (its client left, its prompt failed);
         nothing once ``slot`` has taken it."""
-        self._tickets.discard(ticket)
+        if ticket in self._tickets:
+            self._end_ticket(ticket, taken=False)
 
     def _refuse(self, refusal: Unavailable | None) -> None:
         """Count and raise ``refusal``, if there is one."""
@@ -361,14 +418,14 @@ class Admission:
         """Wait for a slot; the judgement its prediction is recorded by."""
         judgement = None
         if ticket in self._tickets:
-            self._tickets.discard(ticket)  # judged at the door: the same request, not anew
+            self._end_ticket(ticket, taken=True)  # judged at the door: not anew
             judgement = ticket.judgement
         else:
             refusal, judgement = self._at_door()
             self._refuse(refusal)
         if tokens is not None:
             self.rate.reading.observe(tokens)
-            judgement = self.judge(tokens, received)
+            judgement = self.judge(tokens, received, ticket)
             self._refuse(self._overloaded(judgement, tokens))
         if self._slot_free:
             self._free -= 1
@@ -377,6 +434,7 @@ class Admission:
         self._waiters.append(waiter)
         limit = self._patience(tokens, received)
         self._gives_up[waiter] = self.clock() + limit
+        self._in_line[waiter] = judgement
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives with the slot, and a request whose client left would still run.
@@ -401,6 +459,7 @@ class Admission:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
             self._gives_up.pop(waiter, None)
+            self._in_line.pop(waiter, None)
         return judgement
 
     def _patience(self, tokens: int | None, received: float) -> float:

@@ -17,6 +17,9 @@ class Judgement:
     # The engine's reading speed was measured: an estimate without it is no prediction,
     # and its outcome would teach the correction a ratio of thousands.
     measured: bool = True
+    # Let in past the SLO before the outcomes could say whether such requests miss: the
+    # one in flight that finds out (``Admission.judge``).
+    probe: bool = False
 
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
@@ -40,9 +43,16 @@ class Ticket:
     """A request let through the door (``Admission.check``) that has not taken its slot
     yet: it builds its prompt meanwhile, and the requests after it count that prompt as
     ahead of theirs. Uncounted, a cold start's burst would all pass the door before the
-    first took its slot, build every prompt, and be refused at the slots."""
+    first took its slot, build every prompt, and be refused at the slots.
 
+    Tickets are numbered as given: a request's slot counts only the prompts of those given
+    before its own (the ones after it take their slots after it). A ``tentative`` one is
+    held while the fast path decides whether its message needs the engine at all: it counts
+    as the share of such tickets that recently went on to a slot."""
+
+    number: int = 0
     judgement: Judgement | None = None
+    tentative: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,6 +100,9 @@ class Confusion:
     refused_made: int = 0  # would have refused a request that made it
     admitted_missed: int = 0  # admitted and missed: a refusal the prediction owed
     admitted_made: int = 0
+    # Of those admitted and missed, the ones that met no queue (a free slot, nothing to
+    # read) and got their first token: no refusal was owed, the engine is that slow.
+    missed_unqueued: int = 0
 
     def add(self, outcome: Outcome) -> None:
         if outcome.would_refuse:
@@ -109,6 +112,7 @@ class Confusion:
                 self.refused_made += 1
         elif outcome.missed:
             self.admitted_missed += 1
+            self.missed_unqueued += not outcome.queued and not outcome.censored
         else:
             self.admitted_made += 1
 
@@ -240,6 +244,7 @@ class Outcomes:
                 "precision": _rounded(confusion.precision),
             },
             "admitted_missed": confusion.admitted_missed,
+            "admitted_missed_unqueued": confusion.missed_unqueued,
             "recall": _rounded(confusion.recall),
         }
 
