@@ -18,9 +18,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from kefu import demo
-from kefu.engine.base import ChatMessage
+from kefu.engine.base import ChatMessage, GenerationRequest
 from kefu.engine.fake import FakeEngine
 from kefu.knowledge.misses import MISSES_FILE, MissLog
+from kefu.service.read_ahead import REQUEST_ID as READ_AHEAD
 from kefu.service.runtime import Runtime
 from tests.conftest import ClientFactory
 from tests.http.helpers import assert_envelope, make_app, parse_sse, serve
@@ -396,6 +397,54 @@ def test_the_llm_reads_one_passage_per_answer(
     )
     assert prompt.count(delivery) == 1
     assert sum(answer in prompt for answer in answers) == 3
+
+
+def read_ahead_request(engine: FakeEngine, *, wait: float = 5.0) -> GenerationRequest | None:
+    """The engine's read-ahead request, once it came (it runs after the reply went out)."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = [r for r in engine.requests if r.request_id == READ_AHEAD]
+        if found or time.monotonic() > deadline:
+            return found[-1] if found else None
+        time.sleep(0.02)
+
+
+def test_a_turn_the_fast_path_answered_is_read_ahead_for_the_next_model_turn(
+    client_factory: ClientFactory, fake_engine: FakeEngine
+) -> None:
+    # Its turns never passed through the engine: the first model turn would read them all.
+    entry = demo_rows("en")[3]
+    with client_factory(fast_path=True, kb_passages=3) as client:
+        first = chat(client, entry["question"])
+        assert first["done"]["tier"] == "faq"
+        session = first["done"]["session_id"]
+        ahead = read_ahead_request(fake_engine)
+        assert ahead is not None
+        assert ahead.background  # only in steps with no customer
+        assert ahead.sampling.max_tokens == 1
+        assert ahead.routing_key == session
+        assert [(m.role, m.content) for m in ahead.messages[1:]] == [
+            ("user", entry["question"]),
+            ("assistant", entry["answer"]),
+        ]
+        second = chat(
+            client,
+            "how long does delivery to my gym take, my trainer is waiting",
+            session_id=session,
+        )
+        assert second["done"]["tier"] == "llm"
+    prompt = fake_engine.requests[-1].messages
+    assert prompt[: len(ahead.messages)] == ahead.messages  # all of it reused
+
+
+def test_no_read_ahead_on_an_engine_that_would_serve_it_as_a_request(
+    client_factory: ClientFactory, fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fake_engine, "background_in_idle_steps", False)  # as a remote one
+    with client_factory(fast_path=True) as client:
+        assert chat(client, demo_rows("en")[3]["question"])["done"]["tier"] == "faq"
+        assert read_ahead_request(fake_engine, wait=0.5) is None
+    assert fake_engine.requests == []
 
 
 def test_the_next_turn_repeats_the_last_prompt_and_only_adds_to_it(

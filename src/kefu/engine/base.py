@@ -225,6 +225,13 @@ def system_between_turns(engine: object) -> bool:
     return getattr(engine, "system_between_turns", False) is True
 
 
+def background_in_idle_steps(engine: object) -> bool:
+    """Whether the engine runs ``background`` work only in steps with no customer and gives
+    its slot up to the next customer (the embedded scheduler): work sent on speculation
+    then costs customers nothing. A remote engine would serve it like any request."""
+    return getattr(engine, "background_in_idle_steps", False) is True
+
+
 class Engine(Tokenizer, Protocol):
     """One async method that produces tokens, plus what callers must know to use it."""
 

@@ -38,6 +38,8 @@ class FakeEngine:
     # It renders no template, so any role order does; /chat sends a message's passages as a
     # system message before it, and the last user message stays the customer's words.
     system_between_turns = True
+    # It answers at once and holds no slot: speculative work takes nothing from anyone.
+    background_in_idle_steps = True
 
     def __init__(
         self,

@@ -77,6 +77,10 @@ class Runtime:
     # How often each FAQ entry answered since start: the chat page suggests the most asked.
     # At most ASKED_MAX entries (``count_asked``): ids of entries long removed go in time.
     asked: Counter[str] = field(default_factory=Counter)
+    # A next prompt is being read ahead (``read_ahead.py``): one at a time, and the
+    # session whose turn ended meanwhile, read next.
+    reading_ahead: bool = False
+    read_ahead_next: str | None = None
     observer: Observer = field(init=False)
     # Prompts are built (and tokenized) here, off the event loop; ``close`` waits for them,
     # so no tokenization outlives the model.

@@ -22,15 +22,15 @@ from kefu.engine.base import system_between_turns
 from kefu.errors import InvalidRequest, NotFound, Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.fastpath.rules import is_failure_signal
 from kefu.limits.holds import Ticket
-from kefu.memory.context import KeptTurns
-from kefu.memory.keeper import whole_turns
 from kefu.memory.render import memory_block
 from kefu.observe.timeline import Timeline
 from kefu.service.busy import TurnBusy, busy_answer
 from kefu.service.fast_answer import answer_fast
 from kefu.service.groups import Group, turn_intent
+from kefu.service.history import max_unsummarised, prompt_history, turns_to_load
 from kefu.service.llm_answer import answer_by_llm
 from kefu.service.plan import Plan
+from kefu.service.read_ahead import read_ahead
 from kefu.service.runtime import Runtime
 from kefu.service.turn_context import TurnContext
 from kefu.service.turn_events import (
@@ -151,12 +151,7 @@ async def _take_session(
     await runtime.settled(session_id)
     if is_new:
         return None, [], True
-    settings = runtime.settings
-    # Two turns back at least: this turn's number, and whether the bot failed twice.
-    turns = max(settings.history_turns, 2)
-    if settings.memory == "summary" or settings.history_turns:
-        turns = max(turns, max_unsummarised(settings.history_turns, settings.memory_every))
-    session, stored = await runtime.store.resume(session_id, turns)
+    session, stored = await runtime.store.resume(session_id, turns_to_load(runtime.settings))
     if session is None and open_missing:
         return None, stored, True
     if session is None or not visible(session, owner):
@@ -247,7 +242,8 @@ def _choose_group(
 async def _answer_by_plan(
     runtime: Runtime, turn: TurnContext, plan: Plan
 ) -> AsyncGenerator[TurnEvent, None]:
-    """The fast path's answer; the memory hears the turn ended, with nothing folded."""
+    """The fast path's answer; the memory hears the turn ended, with nothing folded, and
+    the next model turn's prompt is read ahead where the engine has room."""
     try:
         async with aclosing(answer_fast(runtime, turn, plan)) as events:
             async for event in events:
@@ -255,6 +251,7 @@ async def _answer_by_plan(
     finally:
         if runtime.settings.memory == "summary":
             runtime.memory.turn_ended(turn.session_id, turn.number, 0)
+        runtime.spawn(read_ahead(runtime, turn.session_id))
 
 
 async def _answer_by_llm_or_busy(
@@ -316,44 +313,6 @@ def _busy(runtime: Runtime, exc: Unavailable, turn: TurnContext, plan: Plan | No
         passages=plan.passages if plan is not None else (),
         agents=runtime.handoff_hours(lang),
     )
-
-
-def max_unsummarised(window: int, every: int) -> int:
-    """Turns a prompt holds at most: the window, the turns until the next fold, and (in
-    summary mode) as many again while a late fold catches up."""
-    return window + 2 * every
-
-
-def prompt_history(
-    stored: list[StoredMessage],
-    window: int,
-    memory: str,
-    covered: int,
-    every: int,
-    *,
-    knowledge_as_system: bool = False,
-) -> KeptTurns:
-    """The turns after ``covered`` (what the memory holds), at most ``max_unsummarised``: as
-    the model read them, and without the knowledge they were sent with.
-
-    Old turns leave in blocks of ``every``, never one per turn: a prompt that slid by a turn
-    would differ from the previous one right after the persona, and the prefix cache could
-    reuse nothing of the conversation. ``window`` mode has no memory, so it drops the block
-    itself: it keeps the last ``window`` to ``window + every - 1`` turns."""
-    turns = whole_turns(stored)
-    if memory == "window":
-        if not window or not turns:
-            return KeptTurns([], [])
-        covered = max(0, (turns[-1][0] - window) // every * every)
-    # Turns are as the model read them, with their knowledge, but for those a fold kept:
-    # they lose it when the prompt's start changes anyway, and the prompt stays small.
-    sent = whole_turns(
-        stored, sent_after=covered + window if covered else 0, as_system=knowledge_as_system
-    )
-    most = max_unsummarised(window, every)
-    kept = [chat for number, chat in sent if number > covered][-most:]
-    plain = [chat for number, chat in turns if number > covered][-most:]
-    return KeptTurns(kept, plain)
 
 
 def visible(session: Session, owner: str | None) -> bool:

@@ -50,6 +50,12 @@ class ConversationSettings(SettingsGroup):
         "or out of the prompt (--memory window); the prompt grows by appending in between, "
         "so the prefix cache reuses the conversation's KV.",
     )
+    read_ahead: bool = Field(
+        True,
+        description="After a turn the fast path answered, read the conversation so far "
+        "into the embedded engine's KV in its idle steps (never ahead of a customer), so "
+        "the next turn the model answers reads only its new message.",
+    )
     summary_tokens: int = Field(
         150,
         ge=16,

@@ -30,6 +30,9 @@ WARMUP = GenerationRequest(
 
 
 class LlamaCppEngine:
+    # The scheduler runs background work only in steps with no customer (scheduler.py).
+    background_in_idle_steps = True
+
     def __init__(
         self,
         *,
