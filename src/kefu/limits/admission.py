@@ -28,11 +28,13 @@ A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only
 evidence: a queue in front of it (no free slot, or prompts ahead still to read), a
 prediction over the SLO, and either the recent outcomes of requests estimated alike mostly
 missed it (``miss_curve.py``) or, beyond what they reach (on a fresh server, everywhere),
-the prediction lies past twice the SLO (``Outcomes.says_refuse``). Before the outcomes
-calibrate, one request at a time predicted between the SLO and twice it is let in as a
-probe, and the others are refused while it is in flight: a fresh server admits and
-measures, but a burst it cannot yet judge does not all read its long first turns at once
-(admitted together, seven of a fresh server's eight such /chat first turns missed). An
+the prediction lies past twice the SLO (``Outcomes.says_refuse``). Before its first
+``MIN_OUTCOMES`` outcomes of any estimate, one request at a time predicted between the SLO
+and twice it is let in as a probe, and the others are refused while it is in flight: a
+fresh server admits and measures, but a burst it cannot yet judge does not all read its
+long first turns at once (admitted together, seven of a fresh server's eight such /chat
+first turns missed). After them, short outcomes say the engine keeps up, and the far rule
+alone stands until the near ones calibrate: /v1 streams of short prompts calibrate late. An
 engine with a free slot and nothing to read takes any request.
 ``shadow`` records what would have been refused and refuses nothing on prediction. The
 bounded line (``max_waiting``) is always a hard cap; policy ``queue`` is the line alone.
@@ -59,7 +61,7 @@ from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.limits.holds import Hold, Judgement, Refusal, Ticket
-from kefu.limits.outcomes import NEAR_SHARE, Outcome, Outcomes
+from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes
 from kefu.limits.rates import Ewma, ServiceRate
 
 log = logging.getLogger("kefu.admission")
@@ -193,7 +195,7 @@ class Admission:
             and queued
             and not refuse
             and predicted > self.ttft_slo
-            and not self.outcomes.ready
+            and self.outcomes.recorded < MIN_OUTCOMES
         )
         if probe and self._probing():
             refuse, probe = True, False
