@@ -556,7 +556,7 @@ async def test_a_tentative_ticket_counts_as_the_share_that_went_on_to_a_slot() -
     assert taken is not None
     async with admission.slot(taken):  # one of five went on to a slot: share 0.2
         pass
-    share = admission.tentative_taken.value
+    share = admission.tickets.taken_share.value
     assert share is not None
     assert share == pytest.approx(0.2)
     held = [admission.ticket_if_free() for _ in range(3)]

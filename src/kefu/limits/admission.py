@@ -51,7 +51,6 @@ Slots are handed over first-come, first-served.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
 from collections import deque
@@ -60,9 +59,9 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
-from kefu.limits.holds import Hold, Judgement, Refusal, Ticket
+from kefu.limits.holds import Hold, Judgement, Refusal, Ticket, Tickets
 from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes
-from kefu.limits.rates import Ewma, ServiceRate
+from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
 
@@ -115,11 +114,7 @@ class Admission:
         self._gives_up: dict[asyncio.Future[None], float] = {}  # when each waiter leaves
         self._in_line: dict[asyncio.Future[None], Judgement | None] = {}
         self._holds: set[Hold] = set()
-        self._tickets: set[Ticket] = set()
-        self._numbers = itertools.count(1)
-        # Of the tentative tickets (``ticket_if_free``) that ended, the share that took a
-        # slot; whole (1) until one has.
-        self.tentative_taken = Ewma()
+        self.tickets = Tickets()
         self._last_first_token: float | None = None
 
     @property
@@ -145,7 +140,7 @@ class Admission:
     def reading(self) -> int:
         """Requests let in whose first token has not come: prompts the engine still reads,
         or will once their tickets take their slots."""
-        return sum(1 for h in self._holds if h.first_token is None) + len(self._tickets)
+        return sum(1 for h in self._holds if h.first_token is None) + len(self.tickets)
 
     @property
     def _slot_free(self) -> bool:
@@ -165,7 +160,7 @@ class Admission:
         typical = reading.typical
         unread = [h for h in self._holds if h.first_token is None]
         slot_free = self._slot_free
-        tickets = self._tickets_before(ticket)
+        tickets = self.tickets.before(ticket)
         queued = not slot_free or bool(unread) or tickets > 0
         ahead = sum(reading.seconds(typical if h.tokens is None else h.tokens) for h in unread)
         ahead += (tickets + self.waiting) * reading.seconds(typical)
@@ -222,19 +217,9 @@ class Admission:
     def _probing(self) -> bool:
         """A probe is in flight: let in, its first token not come yet."""
         judgements = [h.judgement for h in self._holds if h.first_token is None]
-        judgements += [t.judgement for t in self._tickets]
+        judgements += [t.judgement for t in self.tickets]
         judgements += [j for w, j in self._in_line.items() if not w.done()]
         return any(j is not None and j.probe for j in judgements)
-
-    def _tickets_before(self, ticket: Ticket | None) -> float:
-        """Prompts the tickets given before ``ticket`` (all, if None) stand for."""
-        share = self.tentative_taken.value
-        share = 1.0 if share is None else share
-        return sum(
-            share if other.tentative else 1.0
-            for other in self._tickets
-            if ticket is None or other.number < ticket.number
-        )
 
     def predicted_ttft(self) -> float:
         """A typical request arriving now: seconds to its first token, calibrated."""
@@ -335,24 +320,14 @@ class Admission:
         as a prompt ahead until ``slot`` takes it or ``release`` drops it."""
         refusal, judgement = self._at_door()
         self._refuse(refusal)
-        return self._ticket(judgement)
+        return self.tickets.give(judgement)
 
     def ticket_if_free(self) -> Ticket | None:
         """``check`` that neither raises nor counts a refusal: a tentative ticket (its
         request may yet be answered without the engine), or None where ``check`` would
         refuse now."""
         refusal, judgement = self._at_door()
-        return None if refusal is not None else self._ticket(judgement, tentative=True)
-
-    def _ticket(self, judgement: Judgement, *, tentative: bool = False) -> Ticket:
-        ticket = Ticket(next(self._numbers), judgement, tentative)
-        self._tickets.add(ticket)
-        return ticket
-
-    def _end_ticket(self, ticket: Ticket, *, taken: bool) -> None:
-        self._tickets.discard(ticket)
-        if ticket.tentative:
-            self.tentative_taken.add(1.0 if taken else 0.0)
+        return None if refusal is not None else self.tickets.give(judgement, tentative=True)
 
     @contextmanager
     def door(self) -> Iterator[Ticket]:
@@ -366,8 +341,7 @@ class Admission:
     def release(self, ticket: Ticket) -> None:
         """The ticket's request ended before its slot (its client left, its prompt failed);
         nothing once ``slot`` has taken it."""
-        if ticket in self._tickets:
-            self._end_ticket(ticket, taken=False)
+        self.tickets.end(ticket, taken=False)
 
     def _refuse(self, refusal: Unavailable | None) -> None:
         """Count and raise ``refusal``, if there is one."""
@@ -419,8 +393,8 @@ class Admission:
     ) -> Judgement | None:
         """Wait for a slot; the judgement its prediction is recorded by."""
         judgement = None
-        if ticket in self._tickets:
-            self._end_ticket(ticket, taken=True)  # judged at the door: not anew
+        if ticket is not None and ticket in self.tickets:
+            self.tickets.end(ticket, taken=True)  # judged at the door: not anew
             judgement = ticket.judgement
         else:
             refusal, judgement = self._at_door()

@@ -3,7 +3,11 @@ its hold on a slot, and a refusal's record (``admission.py``)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from kefu.limits.rates import Ewma
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,49 @@ class Ticket:
     number: int = 0
     judgement: Judgement | None = None
     tentative: bool = False
+
+
+class Tickets:
+    """The tickets given and neither taken by a slot nor given back, numbered as given."""
+
+    def __init__(self) -> None:
+        self._open: set[Ticket] = set()
+        self._numbers = itertools.count(1)
+        # Of the tentative tickets that ended, the share that took a slot; whole (1) until
+        # one has.
+        self.taken_share = Ewma()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __iter__(self) -> Iterator[Ticket]:
+        return iter(self._open)
+
+    def __contains__(self, ticket: object) -> bool:
+        return ticket in self._open
+
+    def give(self, judgement: Judgement, *, tentative: bool = False) -> Ticket:
+        ticket = Ticket(next(self._numbers), judgement, tentative)
+        self._open.add(ticket)
+        return ticket
+
+    def end(self, ticket: Ticket, *, taken: bool) -> None:
+        """``ticket`` was taken by its slot, or given back; nothing if it had ended."""
+        if ticket not in self._open:
+            return
+        self._open.discard(ticket)
+        if ticket.tentative:
+            self.taken_share.add(1.0 if taken else 0.0)
+
+    def before(self, ticket: Ticket | None) -> float:
+        """Prompts the tickets given before ``ticket`` (all, if None) stand for."""
+        share = self.taken_share.value
+        share = 1.0 if share is None else share
+        return sum(
+            share if other.tentative else 1.0
+            for other in self._open
+            if ticket is None or other.number < ticket.number
+        )
 
 
 @dataclass(frozen=True, slots=True)
