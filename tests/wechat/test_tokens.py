@@ -4,11 +4,12 @@ expires, fetched again when WeChat calls it invalid."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
-from kefu.channels.wechat.tokens import AccessTokens, LocalTokenStore, RedisTokenStore
+from kefu.channels.wechat.tokens import AccessTokens, LocalTokenStore, RedisTokenStore, Token
 from kefu.shared.client import RedisClient
 from tests.shared.support import running_redis
 
@@ -38,6 +39,22 @@ async def test_replicas_on_one_redis_fetch_the_token_once(tmp_path: Path) -> Non
                 await client.close()
     assert set(tokens) == {"token-1"}
     assert fetch.calls == 1
+
+
+class LateLeaseStore(LocalTokenStore):
+    """A store whose lease comes just after another replica wrote its token and gave the
+    lease back: this replica read no token before asking for it."""
+
+    async def lease(self) -> str | None:
+        await self.write(Token.lasting("token-of-another-replica", 7200.0, time.time()))
+        return await super().lease()
+
+
+async def test_a_lease_taken_after_another_replica_wrote_its_token_fetches_nothing() -> None:
+    fetch = Counting()
+    tokens = AccessTokens(fetch, LateLeaseStore())
+    assert await tokens.get() == "token-of-another-replica"
+    assert fetch.calls == 0  # a second fetch would end the other replica's token
 
 
 async def test_a_token_is_refreshed_before_it_expires_and_after_it_is_refused() -> None:

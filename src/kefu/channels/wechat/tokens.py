@@ -167,6 +167,11 @@ class AccessTokens:
             lease = await self.store.lease()
             if lease is not None:
                 try:
+                    # The lease may come just after another replica wrote the token it
+                    # fetched under it: fetching again would end that token's life.
+                    token = await self.store.read()
+                    if token is not None and token.fresh(self.clock()):
+                        return token.value
                     value, lifetime = await self.fetch()
                     await self.store.write(Token.lasting(value, lifetime, self.clock()))
                     self.on_refresh()
