@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import time
-from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
-from harness import kefu_server, percentile, sse_events, summary
+from harness import kefu_server, percentile, summary
 from kefu import demo
+from long_conversation import TurnResult as Turn
+from long_conversation import chat_turn as turn
 
 ARMS = {"read ahead": ("--read-ahead",), "no read ahead": ("--no-read-ahead",)}
 # Only the model answers these: the demo shop's knowledge base has nothing on them.
@@ -36,42 +34,6 @@ MODEL_QUESTIONS = (
     "Could you explain how to descale a kettle without damaging it?",
     "My neighbour will take the parcel, can the courier leave it with him?",
 )
-
-
-@dataclass
-class Turn:
-    tier: str
-    ttft: float
-    prompt_tokens: int
-    cached_tokens: int
-
-
-async def turn(
-    client: httpx.AsyncClient, url: str, message: str, session_id: str | None
-) -> tuple[str, Turn]:
-    body: dict[str, Any] = {"message": message}
-    if session_id is not None:
-        body["session_id"] = session_id
-    sent = time.perf_counter()
-    first: float | None = None
-    done: dict[str, Any] | None = None
-    async with client.stream("POST", url + "/chat", json=body) as response:
-        if response.status_code != 200:
-            raise RuntimeError(f"/chat answered {response.status_code}: {await response.aread()!r}")
-        async for event in sse_events(response):
-            if event.event == "token" and first is None:
-                first = time.perf_counter()
-            elif event.event == "done":
-                done = json.loads(event.data)
-    if done is None:
-        raise RuntimeError("/chat ended without `done`")
-    usage = done.get("usage") or {}
-    return str(done["session_id"]), Turn(
-        tier=str(done.get("tier")),
-        ttft=(first or time.perf_counter()) - sent,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        cached_tokens=int(usage.get("cached_prompt_tokens") or 0),
-    )
 
 
 async def arm(url: str, args: argparse.Namespace, faq: list[str]) -> list[Turn]:
@@ -84,13 +46,13 @@ async def arm(url: str, args: argparse.Namespace, faq: list[str]) -> list[Turn]:
             for _ in range(args.faq_turns[number % len(args.faq_turns)]):
                 while True:  # a question the fast path declines is not one for this
                     question = next(asked)
-                    new_id, answered = await turn(client, url, question, session_id)
+                    new_id, answered, _ = await turn(client, url, question, session_id)
                     await asyncio.sleep(args.think)  # the customer reads the answer
                     if answered.tier != "llm":
                         session_id = new_id
                         break
             question = MODEL_QUESTIONS[number % len(MODEL_QUESTIONS)]
-            _, answered = await turn(client, url, question, session_id)
+            _, answered, _ = await turn(client, url, question, session_id)
             if answered.tier != "llm":
                 raise RuntimeError(f"the fast path answered {question!r}")
             model_turns.append(answered)
