@@ -25,8 +25,10 @@ record of its predictions near the SLO (realized ÷ predicted at p50 and p90 ove
 recent predictions of at least a quarter of the SLO, and how many, from /ready) and the
 would-refuse confusion it kept: precision (would-refuse requests that really missed the
 SLO) and recall (misses it would have refused), and how long a refused request took to
-hear it (p50/p99: a refusal at the door is at once, one from the line after its wait).
-Predictions are recorded under every policy; only ``predicted`` acts on them.
+hear it (p50/p99: a refusal at the door is at once, one from the line after its wait),
+and the would-refuse outcomes by the rule that said refuse (the miss curve, past twice the
+SLO with no outcomes that long, a fresh server's probe in flight). Predictions are
+recorded under every policy; only ``predicted`` acts on them.
 
     .venv/bin/python benchmarks/admission.py [--levels 0.5,1,2,10] [--duration 30]
         [--workloads streams,sessions] [--policies queue,predicted,shadow]
@@ -231,7 +233,8 @@ HEADER = (
     f"{'refused':>7} {'other':>5} {'ttft50':>6} {'ttft99':>6} {'miss':>9} {'free':>4} "
     f"{'good/s':>6} "
     f"{'ratio50':>7} {'ratio90':>7} {'near':>5} {'prec':>5} {'recall':>6} "
-    f"{'wouldref':>8} {'refused in p50/p99':>18} {'refused (by code)':30}"
+    f"{'wouldref':>8} {'refused in p50/p99':>18} {'refused (by code)':30} "
+    "would refuse by rule (missed/all)"
 )
 
 
@@ -253,8 +256,18 @@ def print_run(run: Run) -> None:
         f"{fmt(near['ratio_p50'], 1, 2):>7} {fmt(near['ratio_p90'], 1, 2):>7} "
         f"{near['outcomes']:5} "
         f"{fmt(would['precision'], 100):>4}% {fmt(predictions['recall'], 100):>5}% "
-        f"{would['missed'] + would['made']:8} {refused_in:>18} {codes:30}",
+        f"{would['missed'] + would['made']:8} {refused_in:>18} {codes:30} {by_rule(would)}",
         flush=True,
+    )
+
+
+def by_rule(would: dict[str, Any]) -> str:
+    """Would-refuse outcomes by the rule that said refuse: missed/all of each."""
+    counts = would.get("by_rule", {})
+    return " ".join(
+        f"{rule} {c['missed']}/{c['missed'] + c['made']}"
+        for rule, c in counts.items()
+        if c["missed"] + c["made"]
     )
 
 

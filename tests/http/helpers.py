@@ -279,7 +279,7 @@ def calibrate(admission: Admission, ratio: float = 1.0, *, queued: bool = True) 
                 predicted=estimate,
                 realized=ratio * estimate,
                 queued=queued,
-                would_refuse=False,
+                rule=None,
                 missed=missed,
             )
         )

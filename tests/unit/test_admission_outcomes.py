@@ -23,7 +23,7 @@ def outcome(
         predicted=predicted,
         realized=realized,
         queued=flags.get("queued", True),
-        would_refuse=flags.get("would_refuse", False),
+        rule="curve" if flags.get("would_refuse", False) else None,
         missed=flags.get("missed", realized > 2.0),
     )
 
@@ -52,7 +52,7 @@ def test_a_give_up_raises_the_correction() -> None:
     came early, and the predictions after them let in requests that then missed."""
     outcomes = Outcomes(quantile=0.7, near=0.5)
     for ratio, censored in [(0.5, False)] * 6 + [(0.6, True)] * 2 + [(1.0, False)] * 2:
-        outcomes.add(Outcome(1.0, 1.0, ratio, True, False, censored, censored=censored))
+        outcomes.add(Outcome(1.0, 1.0, ratio, True, None, censored, censored=censored))
     assert outcomes.correction() == 1.0
     assert quantile([0.5] * 6 + [0.6] * 2 + [1.0] * 2, 0.7) == 0.6  # as exact values
 
@@ -109,7 +109,14 @@ def test_precision_and_recall_of_the_would_refuse_verdicts() -> None:
     assert confusion.precision == pytest.approx(2 / 3)  # one would-refuse made the SLO
     assert confusion.recall == pytest.approx(2 / 3)  # one miss it let in
     report = outcomes.report()
-    assert report["would_refuse"] == {"missed": 2, "made": 1, "precision": 0.667}
+    by_rule = {"curve": {"missed": 2, "made": 1}, "far": {"missed": 0, "made": 0}}
+    by_rule["probe"] = {"missed": 0, "made": 0}
+    assert report["would_refuse"] == {
+        "missed": 2,
+        "made": 1,
+        "precision": 0.667,
+        "by_rule": by_rule,
+    }
     assert (report["admitted_missed"], report["recall"], report["missed_slo"]) == (1, 0.667, 3)
     assert Outcomes(0.9, near=0.5).confusion.precision is None
 
@@ -136,9 +143,9 @@ def test_misses_without_a_queue_are_counted_apart() -> None:
     """A request let in on a free slot with nothing to read could not be refused: its miss
     is the engine's speed, not a refusal the prediction owed."""
     outcomes = Outcomes(quantile=0.9, near=0.5)
-    outcomes.add(Outcome(2.5, 2.5, 3.0, queued=False, would_refuse=False, missed=True))
-    outcomes.add(Outcome(2.5, 2.5, 3.0, queued=True, would_refuse=False, missed=True))
-    gave_up = Outcome(2.5, 2.5, 2.0, queued=False, would_refuse=False, missed=True, censored=True)
+    outcomes.add(Outcome(2.5, 2.5, 3.0, queued=False, rule=None, missed=True))
+    outcomes.add(Outcome(2.5, 2.5, 3.0, queued=True, rule=None, missed=True))
+    gave_up = Outcome(2.5, 2.5, 2.0, queued=False, rule=None, missed=True, censored=True)
     outcomes.add(gave_up)
     report = outcomes.report()
     assert (report["admitted_missed"], report["admitted_missed_unqueued"]) == (3, 1)

@@ -137,11 +137,13 @@ async def test_the_miss_curve_refuses_where_its_outcomes_reach_twice_the_slo_bey
     outcomes = admission.outcomes
     for index in range(4 * MIN_OUTCOMES):  # at 2.8 s estimated, one in four missed
         missed = index % 4 == 0
-        outcomes.add(Outcome(2.8, 7.0, 2.5 if missed else 1.5, True, False, missed))
+        outcomes.add(Outcome(2.8, 7.0, 2.5 if missed else 1.5, True, None, missed))
     assert outcomes.ready
-    assert not outcomes.says_refuse(2.8, 7.0, 2.0)  # the curve saw them make it
-    assert outcomes.says_refuse(3.5, 8.75, 2.0)  # no outcome this long: past twice the SLO
-    assert not outcomes.says_refuse(3.5, 3.9, 2.0)  # nor within twice it, without evidence
+    rule, missed_alike = outcomes.refusal(2.8, 7.0, 2.0)
+    assert rule is None  # the curve saw them make it
+    assert missed_alike == pytest.approx((8 + 1) / (32 + 2))  # shrunk towards one half
+    assert outcomes.refusal(3.5, 8.75, 2.0)[0] == "far"  # no outcome this long
+    assert outcomes.refusal(3.5, 3.9, 2.0)[0] is None  # within twice it, no evidence
 
 
 async def test_an_estimate_made_before_any_prompt_was_read_is_no_prediction() -> None:
@@ -265,7 +267,10 @@ async def test_shadow_admits_and_records_what_it_would_have_refused() -> None:
     report = admission.report()
     predictions = report["predictions"]
     assert isinstance(predictions, dict)
-    assert predictions["would_refuse"] == {"missed": 1, "made": 0, "precision": 1.0}
+    by_rule = {"curve": {"missed": 1, "made": 0}, "far": {"missed": 0, "made": 0}}
+    by_rule["probe"] = {"missed": 0, "made": 0}
+    would_refuse = {"missed": 1, "made": 0, "precision": 1.0, "by_rule": by_rule}
+    assert predictions["would_refuse"] == would_refuse  # the miss curve refused it
 
 
 async def slot_then_first_token(admission: Admission, ticket: object, clock: Clock) -> None:

@@ -36,7 +36,7 @@ def test_a_handful_of_misses_is_no_confidence() -> None:
 
 
 def outcome(estimate: float, *, missed: bool) -> Outcome:
-    return Outcome(estimate, estimate, estimate, queued=True, would_refuse=False, missed=missed)
+    return Outcome(estimate, estimate, estimate, queued=True, rule=None, missed=missed)
 
 
 async def test_past_the_slo_a_refusal_needs_the_outcomes_to_say_such_requests_missed() -> None:

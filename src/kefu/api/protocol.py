@@ -48,10 +48,20 @@ class PromptReadingOut(BaseModel):
     per_token_ms: float = Field(description="Milliseconds per token the engine must read")
 
 
+class RuleOutcomesOut(BaseModel):
+    missed: int
+    made: int
+
+
 class WouldRefuseOut(BaseModel):
     missed: int = Field(description="Admitted requests it said to refuse that missed the SLO")
     made: int = Field(description="Admitted requests it said to refuse that made the SLO")
     precision: float | None = Field(description="missed / (missed + made)")
+    by_rule: dict[str, RuleOutcomesOut] = Field(
+        description="The same by the rule that said refuse: 'curve' (requests estimated "
+        "alike mostly missed), 'far' (past twice the SLO, no outcomes that long), 'probe' "
+        "(a fresh server's probe in flight)"
+    )
 
 
 class NearSloOut(BaseModel):

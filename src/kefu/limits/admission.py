@@ -60,7 +60,7 @@ from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.limits.holds import Hold, Judgement, Refusal, Ticket, Tickets
-from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes
+from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes, Rule
 from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
@@ -182,18 +182,19 @@ class Admission:
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
         predicted = estimate * self.outcomes.correction()
         measured = reading.samples > 0
-        refuse = (
-            measured and queued and self.outcomes.says_refuse(estimate, predicted, self.ttft_slo)
-        )
+        rule: Rule | None = None
+        missed_alike = None
+        if measured and queued:
+            rule, missed_alike = self.outcomes.refusal(estimate, predicted, self.ttft_slo)
         probe = (
             measured
             and queued
-            and not refuse
+            and rule is None
             and predicted > self.ttft_slo
             and self.outcomes.recorded < MIN_OUTCOMES
         )
         if probe and self._probing():
-            refuse, probe = True, False
+            rule, probe = "probe", False
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead "
@@ -210,9 +211,9 @@ class Admission:
                 slowdown,
                 estimate,
                 predicted,
-                " (refuse)" if refuse else " (probe)" if probe else "",
+                _verdict(rule, missed_alike, probe),
             )
-        return Judgement(estimate, predicted, queued, refuse, measured, probe)
+        return Judgement(estimate, predicted, queued, rule, measured, probe, missed_alike)
 
     def _probing(self) -> bool:
         """A probe is in flight: let in, its first token not come yet."""
@@ -277,7 +278,7 @@ class Admission:
                 predicted=judgement.predicted,
                 realized=realized,
                 queued=judgement.queued,
-                would_refuse=judgement.refuse,
+                rule=judgement.refusal,
                 missed=censored or realized > self.ttft_slo,
                 censored=censored,
             )
@@ -488,3 +489,14 @@ class Admission:
                 "with_free_slot": sum(r.slot_free for r in refusals),
             },
         }
+
+
+def _verdict(rule: Rule | None, missed_alike: float | None, probe: bool) -> str:
+    """The judgement's end in the debug log: which rule refuses, or that it is a probe."""
+    if rule == "curve":
+        return f" (refuse: {missed_alike:.0%} of requests estimated alike missed)"
+    if rule == "far":
+        return " (refuse: past twice the SLO, no outcomes this long)"
+    if rule == "probe":
+        return " (refuse: a probe in flight)"
+    return " (probe)" if probe else ""

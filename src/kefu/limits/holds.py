@@ -7,6 +7,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kefu.limits.outcomes import Rule
 from kefu.limits.rates import Ewma
 
 
@@ -17,13 +18,20 @@ class Judgement:
     estimate: float  # the rates' point estimate
     predicted: float  # calibrated: the estimate times the correction
     queued: bool  # a queue in front of it: the only place a prediction may refuse
-    refuse: bool  # the prediction says refuse (``shadow`` admits it anyway)
+    # The rule that says refuse (``Rule``), None where none does; ``shadow`` admits anyway.
+    refusal: Rule | None
     # The engine's reading speed was measured: an estimate without it is no prediction,
     # and its outcome would teach the correction a ratio of thousands.
     measured: bool = True
     # Let in past the SLO before the outcomes could say whether such requests miss: the
     # one in flight that finds out (``Admission.judge``).
     probe: bool = False
+    # The miss curve's share for requests estimated alike, where it decided.
+    missed_alike: float | None = None
+
+    @property
+    def refuse(self) -> bool:
+        return self.refusal is not None
 
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kefu.limits.miss_curve import MISS_CONFIDENCE, MissCurve
 
@@ -52,6 +53,11 @@ NEAR_SHARE = 0.25
 # there are none, and admitting everything there, a burst reads its long first turns at
 # once and every one of them misses).
 FAR_MARGIN = 2.0
+# Why a request was (or would have been) refused: the miss curve said requests estimated
+# alike mostly missed; past twice the SLO with no outcomes that long; or a probe in flight
+# on a fresh server (``Admission.judge``). Each rule's precision is kept apart.
+Rule = Literal["curve", "far", "probe"]
+RULES: tuple[Rule, ...] = ("curve", "far", "probe")
 # /metrics buckets of realized ÷ predicted.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 
@@ -62,9 +68,13 @@ class Outcome:
     predicted: float  # the calibrated prediction admission acted on (the promise)
     realized: float  # seconds from arrival to the first token (or to giving up)
     queued: bool  # met a queue at admission: the only place a prediction can refuse
-    would_refuse: bool  # the prediction said refuse (admitted anyway: shadow, or no evidence)
+    rule: Rule | None  # the rule that said refuse (admitted anyway: shadow, or no evidence)
     missed: bool  # realized over the SLO
     censored: bool = False  # gave up waiting: ``realized`` is a lower bound
+
+    @property
+    def would_refuse(self) -> bool:
+        return self.rule is not None
 
 
 def censored_quantile(values: list[tuple[float, bool]], q: float) -> float:
@@ -103,13 +113,16 @@ class Confusion:
     # Of those admitted and missed, the ones that met no queue (a free slot, nothing to
     # read) and got their first token: no refusal was owed, the engine is that slow.
     missed_unqueued: int = 0
+    # [missed, made] of the would-refuse requests, by the rule that said refuse.
+    by_rule: dict[Rule, list[int]] = field(default_factory=lambda: {r: [0, 0] for r in RULES})
 
     def add(self, outcome: Outcome) -> None:
-        if outcome.would_refuse:
+        if outcome.rule is not None:
             if outcome.missed:
                 self.refused_missed += 1
             else:
                 self.refused_made += 1
+            self.by_rule[outcome.rule][0 if outcome.missed else 1] += 1
         elif outcome.missed:
             self.admitted_missed += 1
             self.missed_unqueued += not outcome.queued and not outcome.censored
@@ -188,22 +201,30 @@ class Outcomes:
             self._curve = MissCurve((o.estimate, o.missed) for o in self.recent)
         return self._curve
 
-    def says_refuse(self, estimate: float, predicted: float, slo: float) -> bool:
-        """Whether a request estimated at ``estimate`` (``predicted`` once corrected) is one
-        to refuse, queued as it is: past the SLO, where requests estimated alike mostly
-        missed, or past twice the SLO where fewer than ``MIN_OUTCOMES`` were estimated this
-        long (before ``MIN_OUTCOMES`` near the SLO, the only rule). A p90 past the SLO claims
-        only that a request might miss: on that alone, at twice the engine's capacity,
-        70-92 % of would-be refusals missed; and twice the SLO on a q90 correction refused
-        requests the curve had seen make it (70 % precision)."""
+    def refusal(
+        self, estimate: float, predicted: float, slo: float
+    ) -> tuple[Rule | None, float | None]:
+        """The rule by which a request estimated at ``estimate`` (``predicted`` once
+        corrected), queued as it is, is one to refuse, or None; and the miss curve's share
+        for requests estimated alike (None where it was not asked). Past the SLO, where
+        requests estimated alike mostly missed, or past twice the SLO where fewer than
+        ``MIN_OUTCOMES`` were estimated this long (before ``MIN_OUTCOMES`` near the SLO, the
+        only rule). A p90 past the SLO claims only that a request might miss: on that alone,
+        at twice the engine's capacity, 70-92 % of would-be refusals missed; and twice the
+        SLO on a q90 correction refused requests the curve had seen make it (70 %
+        precision)."""
         if predicted <= slo:
-            return False
+            return None, None
+        far = predicted > FAR_MARGIN * slo
         if not self.ready:
-            return predicted > FAR_MARGIN * slo
+            return ("far" if far else None), None
         curve = self._miss_curve()
-        if curve(estimate) >= MISS_CONFIDENCE:
-            return True
-        return curve.reaching(estimate) < MIN_OUTCOMES and predicted > FAR_MARGIN * slo
+        missed = curve(estimate)
+        if missed >= MISS_CONFIDENCE:
+            return "curve", missed
+        if far and curve.reaching(estimate) < MIN_OUTCOMES:
+            return "far", missed
+        return None, missed
 
     @property
     def ready(self) -> bool:
@@ -242,6 +263,10 @@ class Outcomes:
                 "missed": confusion.refused_missed,
                 "made": confusion.refused_made,
                 "precision": _rounded(confusion.precision),
+                "by_rule": {
+                    rule: {"missed": missed, "made": made}
+                    for rule, (missed, made) in confusion.by_rule.items()
+                },
             },
             "admitted_missed": confusion.admitted_missed,
             "admitted_missed_unqueued": confusion.missed_unqueued,
