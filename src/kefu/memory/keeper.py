@@ -33,10 +33,11 @@ from itertools import groupby
 from typing import Any, TypeVar
 
 from kefu.engine.base import ChatMessage, Engine, Finished, GenerationRequest, SamplingParams
-from kefu.memory.context import system_prompt, with_knowledge
+from kefu.memory.context import with_knowledge
 from kefu.memory.extractive import extractive_summary
 from kefu.memory.facts import merge_facts
-from kefu.memory.render import memory_block, summary_prompt
+from kefu.memory.prefill import prefill_next_prompt
+from kefu.memory.render import summary_prompt
 from kefu.store.base import SessionMemory, SessionStore, StoredMessage
 
 log = logging.getLogger("kefu.memory")
@@ -210,16 +211,15 @@ class MemoryKeeper:
         would wait behind it, and the next turn may come after the cache moved on."""
         if self.engine.stats().waiting:
             return
-        system = ChatMessage("system", system_prompt(self.policy.persona, memory_block(memory)))
-        request = GenerationRequest(
-            messages=[system, *(m for turn in kept for m in turn)],
-            sampling=SamplingParams(max_tokens=1, temperature=0),
-            request_id="summary-warm",
-            routing_key=session_id,  # a pool keeps it on the engine the session's turns use
-        )
         try:
-            async for _ in self.engine.generate(request):
-                pass
+            await prefill_next_prompt(
+                self.engine,
+                persona=self.policy.persona,
+                memory=memory,
+                turns=kept,
+                request_id="summary-warm",
+                routing_key=session_id,
+            )
         except Exception as exc:  # only a cache miss for the next turn
             log.info("next prompt not prefilled: %s", exc)
 

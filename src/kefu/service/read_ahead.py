@@ -23,16 +23,8 @@ from __future__ import annotations
 
 import logging
 
-from kefu.engine.base import (
-    ChatMessage,
-    Engine,
-    GenerationRequest,
-    SamplingParams,
-    background_in_idle_steps,
-    system_between_turns,
-)
-from kefu.memory.context import system_prompt
-from kefu.memory.render import memory_block
+from kefu.engine.base import Engine, background_in_idle_steps, system_between_turns
+from kefu.memory.prefill import prefill_next_prompt
 from kefu.service.history import prompt_history, turns_to_load
 from kefu.service.runtime import Runtime
 
@@ -93,16 +85,15 @@ async def _read(runtime: Runtime, session_id: str) -> None:
         )
         if not history.sent or not has_room(engine):
             return
-        system = ChatMessage("system", system_prompt(settings.persona, memory_block(memory)))
-        request = GenerationRequest(
-            messages=[system, *(m for turn in history.sent for m in turn)],
-            sampling=SamplingParams(max_tokens=1, temperature=0),
+        log.debug("reading ahead %d turns of session %s", len(history.sent), session_id)
+        await prefill_next_prompt(
+            engine,
+            persona=settings.persona,
+            memory=memory,
+            turns=history.sent,
             request_id=REQUEST_ID,
-            routing_key=session_id,  # a pool keeps it on the engine the session's turns use
+            routing_key=session_id,
             background=True,
         )
-        log.debug("reading ahead %d turns of session %s", len(history.sent), session_id)
-        async for _ in engine.generate(request):
-            pass
     except Exception as exc:  # only a cache miss for the next turn
         log.info("next prompt of session %s not read ahead: %s", session_id, exc)
