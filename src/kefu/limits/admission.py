@@ -59,7 +59,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
-from kefu.limits.holds import Hold, Judgement, Refusal, Ticket, Tickets
+from kefu.limits.holds import Hold, Judgement, Place, Refusal, Ticket, Tickets
 from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes, Rule
 from kefu.limits.rates import ServiceRate
 
@@ -110,9 +110,8 @@ class Admission:
         self.refused_with_free_slot = dict.fromkeys(self.refused, 0)
         self.refusals: deque[Refusal] = deque(maxlen=REFUSALS_KEPT)
         self._free = slots
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self._gives_up: dict[asyncio.Future[None], float] = {}  # when each waiter leaves
-        self._in_line: dict[asyncio.Future[None], Judgement | None] = {}
+        # The line in its order: each waiter's place (when it gives up, its judgement).
+        self._line: dict[asyncio.Future[None], Place] = {}
         self._holds: set[Hold] = set()
         self.tickets = Tickets()
         self._last_first_token: float | None = None
@@ -134,7 +133,7 @@ class Admission:
 
     @property
     def waiting(self) -> int:
-        return sum(1 for w in self._waiters if not w.done())
+        return sum(1 for w in self._line if not w.done())
 
     @property
     def reading(self) -> int:
@@ -144,7 +143,7 @@ class Admission:
 
     @property
     def _slot_free(self) -> bool:
-        return self._free > 0 and not self._waiters
+        return self._free > 0 and not self._line
 
     def judge(
         self,
@@ -176,7 +175,7 @@ class Admission:
         slot_wait = 0.0
         if not slot_free:
             frees = [self.rate.frees_in(now - h.granted, h.emitted, h.limit) for h in self._holds]
-            line = [self._gives_up[w] - now for w in self._waiters if not w.done()]
+            line = [p.gives_up - now for w, p in self._line.items() if not w.done()]
             slot_wait = self.rate.slot_wait(line, frees)
         spent = 0.0 if received is None else max(0.0, now - received)
         estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
@@ -219,7 +218,7 @@ class Admission:
         """A probe is in flight: let in, its first token not come yet."""
         judgements = [h.judgement for h in self._holds if h.first_token is None]
         judgements += [t.judgement for t in self.tickets]
-        judgements += [j for w, j in self._in_line.items() if not w.done()]
+        judgements += [p.judgement for w, p in self._line.items() if not w.done()]
         return any(j is not None and j.probe for j in judgements)
 
     def predicted_ttft(self) -> float:
@@ -408,10 +407,8 @@ class Admission:
             self._free -= 1
             return judgement
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
         limit = self._patience(tokens, received)
-        self._gives_up[waiter] = self.clock() + limit
-        self._in_line[waiter] = judgement
+        self._line[waiter] = Place(self.clock() + limit, judgement)
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
             # that arrives with the slot, and a request whose client left would still run.
@@ -433,10 +430,7 @@ class Admission:
         finally:
             if not waiter.done():
                 waiter.cancel()
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
-            self._gives_up.pop(waiter, None)
-            self._in_line.pop(waiter, None)
+            self._line.pop(waiter, None)
         return judgement
 
     def _patience(self, tokens: int | None, received: float) -> float:
@@ -462,8 +456,9 @@ class Admission:
         return 1.0 if service is None else max(1.0, service / self.slots)
 
     def _release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
+        while self._line:
+            waiter = next(iter(self._line))
+            del self._line[waiter]
             if not waiter.done():
                 waiter.set_result(None)  # the slot passes straight to the next in line
                 return

@@ -1,5 +1,5 @@
 """What admission hands out and keeps: a request's judgement, its ticket through the door,
-its hold on a slot, and a refusal's record (``admission.py``)."""
+its place in line, its hold on a slot, and a refusal's record (``admission.py``)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ class Judgement:
     @property
     def refuse(self) -> bool:
         return self.refusal is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A request's place in line: when it gives up waiting (admission's clock), and its
+    judgement."""
+
+    gives_up: float
+    judgement: Judgement | None
 
 
 @dataclass(eq=False)  # by identity: the running ones are kept in a set
