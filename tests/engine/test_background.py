@@ -56,6 +56,8 @@ async def test_background_work_pauses_while_a_customer_is_in_the_engine() -> Non
     try:
         events = e.generate(request(COUNTING, background=True, max_tokens=40))
         assert isinstance(await anext(events), TokenDelta)  # the summary decodes, alone
+        stats = e.stats()
+        assert (stats.running, stats.background) == (1, 1)  # no customer's
         story = request(COUNTING, background=False, max_tokens=120)
         customer = await finish(e, story)
         summary: Finished | None = None

@@ -198,3 +198,20 @@ async def test_not_ready_before_start_and_after_close() -> None:
     with pytest.raises(EngineNotReady):
         await collect(engine, request())
     assert engine.cancelled == 0
+
+
+async def test_background_work_is_counted_apart_while_it_runs() -> None:
+    engine = await started(reply_words=4)
+    background = GenerationRequest(
+        messages=[ChatMessage("user", "read ahead")],
+        sampling=SamplingParams(max_tokens=1),
+        request_id="read-ahead",
+        background=True,
+    )
+    events = engine.generate(background)
+    assert isinstance(await anext(events), TokenDelta)
+    stats = engine.stats()
+    assert (stats.running, stats.background) == (1, 1)
+    await events.aclose()
+    stats = engine.stats()
+    assert (stats.running, stats.background) == (0, 0)

@@ -141,6 +141,9 @@ class EngineStats:
     running: int = 0
     waiting: int = 0
     slots: int = 1
+    # Of those running, background work (a read ahead, a fold's warm-up) that gives its
+    # slot up to a customer: running less this is the customers'.
+    background: int = 0
     kv_used_cells: int = 0
     kv_total_cells: int = 0
     # Prefix reuse: KV kept after replies (entries and tokens: host copies), and how much

@@ -61,6 +61,7 @@ class FakeEngine:
         self.cancelled = 0
         self.requests: list[GenerationRequest] = []
         self._running = 0
+        self._background = 0  # of those running
 
     def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return sum(len(_words(m.content)) + TEMPLATE_TOKENS_PER_MESSAGE for m in messages)
@@ -72,7 +73,7 @@ class FakeEngine:
         self.started = False
 
     def stats(self) -> EngineStats:
-        return EngineStats(running=self._running, slots=self.slots)
+        return EngineStats(running=self._running, slots=self.slots, background=self._background)
 
     def reply_for(self, request: GenerationRequest) -> list[str]:
         last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
@@ -92,6 +93,7 @@ class FakeEngine:
         self.requests.append(request)
         queued = time.perf_counter()
         self._running += 1
+        self._background += request.background
         finished = False
         try:
             if self.prefill_delay:
@@ -132,5 +134,6 @@ class FakeEngine:
             )
         finally:
             self._running -= 1
+            self._background -= request.background
             if not finished:
                 self.cancelled += 1

@@ -64,6 +64,7 @@ class EngineGroups:
         stats = [pool.stats() for pool in self.pools.values()]
         return EngineStats(
             running=sum(s.running for s in stats),
+            background=sum(s.background for s in stats),
             slots=sum(s.slots for s in stats),
             engines=tuple(row for s in stats for row in s.engines),
             token_counting=stats[0].token_counting

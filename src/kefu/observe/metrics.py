@@ -244,6 +244,11 @@ class _LoadCollector(Collector):
             ("kefu_engine_slots", "Sequences the engine decodes together.", stats.slots),
             ("kefu_engine_running_sequences", "Sequences in the engine.", stats.running),
             (
+                "kefu_engine_background_sequences",
+                "Of those, background work (read ahead, warm-ups) that yields to customers.",
+                stats.background,
+            ),
+            (
                 "kefu_kv_cells_used",
                 "KV cache cells held by running sequences.",
                 stats.kv_used_cells,

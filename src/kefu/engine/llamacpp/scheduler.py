@@ -120,6 +120,7 @@ class Scheduler:
         cache = self.cache.stats
         return EngineStats(
             running=len(active),
+            background=sum(seq.request.background for seq in active),
             waiting=len(self._pending),
             slots=self.slots,
             kv_used_cells=sum(seq.n_past for seq in active),
