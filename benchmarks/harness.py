@@ -90,10 +90,15 @@ def wait_until(url: str, log: Path, timeout: float = 120.0) -> None:
 
 @contextmanager
 def running(
-    command: list[str], ready_url: str, name: str, ready_timeout: float = 120.0
+    command: list[str],
+    ready_url: str,
+    name: str,
+    ready_timeout: float = 120.0,
+    log: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a server subprocess until the block ends; its log goes to a temp file."""
-    log = Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
+    """Run a server subprocess until the block ends; its log goes to ``log`` (default: a
+    temp file)."""
+    log = log or Path(tempfile.mkstemp(prefix=f"{name}-", suffix=".log")[1])
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
@@ -124,9 +129,11 @@ def kefu_process(
     data_dir: Path | None = None,
     ready_timeout: float = 120.0,
     launcher: Sequence[str] = ("-m", "kefu"),
+    log: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``kefu_server``, and its process (to sample its memory, or to kill it).
-    ``launcher``: what runs the ``kefu`` command line (soak.py traces it)."""
+    ``launcher``: what runs the ``kefu`` command line (soak.py traces it); ``log``: where
+    its output goes (default: a temp file)."""
     port = free_port()
     with contextlib.ExitStack() as stack:
         if data_dir is None:
@@ -134,7 +141,7 @@ def kefu_process(
         command = [sys.executable, *launcher, "serve", "--port", str(port)]
         command += ["--data-dir", str(data_dir), "--log-level", "warning", *flags]
         url = f"http://127.0.0.1:{port}"
-        with running(command, url + "/ready", "kefu", ready_timeout) as process:
+        with running(command, url + "/ready", "kefu", ready_timeout, log) as process:
             yield url, process
 
 

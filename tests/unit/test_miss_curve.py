@@ -64,3 +64,11 @@ def test_reaching_counts_the_outcomes_estimated_at_least_that_long() -> None:
     curve = MissCurve([(1.0, False), (2.0, True), (2.0, False), (3.0, True)])
     assert [curve.reaching(e) for e in (0.5, 1.0, 1.5, 2.0, 3.0, 3.5)] == [4, 4, 3, 3, 1, 0]
     assert MissCurve([]).reaching(1.0) == 0
+
+
+def test_block_says_what_a_share_stands_on() -> None:
+    curve = MissCurve([(1.0, False), (2.0, True), (3.0, False), (4.0, True), (4.0, True)])
+    assert curve.block(2.5) == (1, 2)  # 2 s missed, 3 s made: one block
+    assert curve.block(4.0) == (2, 2)
+    assert curve.block(0.5) == (0, 1)  # below them all: the first block
+    assert MissCurve([]).block(1.0) == (0, 0)

@@ -42,6 +42,7 @@ class MissCurve:
                 blocks[-1][1] += count
         self._estimates.sort()
         self._lowers = [block[2] for block in blocks]
+        self._counts = [(int(misses), int(count)) for misses, count, _ in blocks]
         self._shares: list[float] = []
         for misses, count, _ in blocks:
             shrunk = (misses + 1) / (count + 2)
@@ -54,8 +55,15 @@ class MissCurve:
         the first below them all, the last past them all."""
         if not self._shares:
             return 0.5
-        index = bisect.bisect_right(self._lowers, estimate) - 1
-        return self._shares[max(index, 0)]
+        return self._shares[self._block_of(estimate)]
+
+    def block(self, estimate: float) -> tuple[int, int]:
+        """(misses, outcomes) of the block ``estimate`` falls in, as ``__call__`` picks it:
+        what its share stands on. (0, 0) with no outcomes."""
+        return self._counts[self._block_of(estimate)] if self._counts else (0, 0)
+
+    def _block_of(self, estimate: float) -> int:
+        return max(bisect.bisect_right(self._lowers, estimate) - 1, 0)
 
     def reaching(self, estimate: float) -> int:
         """How many outcomes were estimated at ``estimate`` or longer: the evidence the
