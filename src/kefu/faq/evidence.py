@@ -117,10 +117,6 @@ def first_retrieval(hit: Hit, lead: float) -> Features:
     return (hit.score, lead, hit.lexical, hit.dense)
 
 
-def first_features(hit: Hit, lead: float, findings: Findings) -> Features:
-    return (*first_retrieval(hit, lead), *findings.features())
-
-
 def second_features(nearest: Nearest, findings: Findings) -> Features:
     lead = min(nearest.over_context, CONTEXT_LEAD_CAP)
     by_answer = (

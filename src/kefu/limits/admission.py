@@ -212,7 +212,7 @@ class Admission:
                 predicted,
                 _verdict(rule, missed_alike, probe),
             )
-        return Judgement(estimate, predicted, queued, rule, measured, probe, missed_alike)
+        return Judgement(estimate, predicted, queued, rule, measured, probe)
 
     def _probing(self) -> bool:
         """A probe is in flight: let in, its first token not come yet."""

@@ -26,8 +26,6 @@ class Judgement:
     # Let in past the SLO before the outcomes could say whether such requests miss: the
     # one in flight that finds out (``Admission.judge``).
     probe: bool = False
-    # The miss curve's share for requests estimated alike, where it decided.
-    missed_alike: float | None = None
 
     @property
     def refuse(self) -> bool:

@@ -72,10 +72,6 @@ class Outcome:
     missed: bool  # realized over the SLO
     censored: bool = False  # gave up waiting: ``realized`` is a lower bound
 
-    @property
-    def would_refuse(self) -> bool:
-        return self.rule is not None
-
 
 def censored_quantile(values: list[tuple[float, bool]], q: float) -> float:
     """The ``q`` quantile of ``(value, censored)`` pairs, a censored value being a lower
