@@ -45,6 +45,7 @@ from kefu.faq.bound import precision_lower_bound
 from kefu.limits.miss_curve import MISS_CONFIDENCE, MissCurve
 from kefu.limits.outcomes import FAR_MARGIN, MIN_OUTCOMES, NEAR_SHARE, WINDOW, Outcome, Outcomes
 
+SLO = 2.0
 JUDGED = re.compile(r"judged .*?([\d.]+) s estimated, ([\d.]+) s predicted(?: \(refuse: (.*)\))?$")
 OUTCOME = re.compile(
     r"outcome: ([\d.]+) s estimated, ([\d.]+) s predicted, ([\d.]+) s realized(.*)$"
@@ -82,6 +83,7 @@ def read_log(path: Path) -> list[Judged]:
                 predicted=float(match[2]),
                 realized=realized,
                 queued="queued" in rest,
+                # An outcome's line says only that a rule would refuse, not which.
                 rule="curve" if "would refuse" in rest else None,
                 missed=censored or realized > SLO,
                 censored=censored,
@@ -90,7 +92,6 @@ def read_log(path: Path) -> list[Judged]:
     return found
 
 
-SLO = 2.0
 Rule = Callable[[Outcomes, float, float], bool]
 
 
