@@ -339,3 +339,39 @@ def test_every_request_error_is_the_callers_not_the_servers() -> None:
     errors = the(verdict, "errors")
     assert errors.status == "ok"
     assert errors.message.startswith("only client errors")
+
+
+def shadow_block(missed: int, made: int) -> dict[str, Any]:
+    """/stats' admission block under --admission-shadow: would-be refusals by outcome."""
+    by_rule = {"curve": {"missed": missed - 2, "made": made}, "far": {"missed": 2, "made": 0}}
+    by_rule["probe"] = {"missed": 0, "made": 0}
+    return {
+        "shadow": True,
+        "ttft_slo_s": 2.0,
+        "predictions": {
+            "outcomes": 120,
+            "would_refuse": {"missed": missed, "made": made, "by_rule": by_rule},
+            "recall": 0.5,
+        },
+        "refusals": {"total": 0, "by_code": {}, "with_free_slot": 0},
+    }
+
+
+def test_shadow_refusals_are_judged_by_what_happened_to_those_requests() -> None:
+    shadow = the(diagnose(healthy(admission=shadow_block(missed=47, made=3))), "shadow")
+    assert shadow.status == "ok"
+    assert "50 admitted requests; 47 of them missed the 2.0 s SLO (94%" in shadow.message
+    assert "by rule: curve 45 of 48, far 2 of 2" in shadow.message  # probe refused none
+    assert "50% of the misses" in shadow.message
+
+
+def test_imprecise_shadow_refusals_warn_before_the_predictions_are_switched_on() -> None:
+    verdict = diagnose(healthy(admission=shadow_block(missed=16, made=4)))
+    shadow = the(verdict, "shadow")
+    assert shadow.status == "warn"
+    assert "4 of those refusals would have turned away a request that made it" in shadow.message
+    assert verdict.status == "healthy"  # a warning: nothing is refused in shadow
+
+
+def test_no_shadow_no_shadow_finding() -> None:
+    assert finding(diagnose(healthy(admission=admission_block(0, 0))), "shadow") is None

@@ -6,7 +6,9 @@ over 30 % of E2E means compute is saturated; a timeout error rate over 1 % is a
 fault; TTFT that grows with the turn number means context management is off.
 Admission's refusals are judged as capacity only where the engine was full when it
 refused; refusals while a slot was free are admission's miscalibration, with how its
-predictions compared with the outcomes.
+predictions compared with the outcomes. Under --admission-shadow, the refusals it would
+have made are judged by what then happened to those requests (at least 90 % of them should
+have missed the SLO).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ ERROR_RATE_LIMIT = 0.01
 # A burst refused now and then is admission doing its job (a fast 503 instead of a long
 # wait); a steady share of refusals says the engines are too few for the load.
 REFUSAL_RATE_LIMIT = 0.05
+# Under --admission-shadow, the share of would-be refusals that must really have missed the
+# SLO before switching the predictions on turns away few requests that would make it.
+SHADOW_PRECISION = 0.9
 TURN_GROWTH_LIMIT = 0.5  # TTFT p50 of the latest turn vs the first
 TURN_GROWTH_MIN_MS = 200
 GATEWAY_WARN_MS = 50
@@ -95,6 +100,7 @@ def diagnose(summary: dict[str, Any]) -> Verdict:
         _redis,
         _timeouts,
         _refusals,
+        _shadow,
         _errors,
     ):
         finding = check(summary)
@@ -287,6 +293,41 @@ def _refusals(s: dict[str, Any]) -> Finding | None:
         "--ttft-slo or --max-queue if customers may wait longer"
     )
     return Finding("capacity", status, text)
+
+
+def _shadow(s: dict[str, Any]) -> Finding | None:
+    """Under --admission-shadow: what the predictions would have refused, against what then
+    happened to those requests (all admitted), by the rule that would have refused."""
+    admission = s.get("admission") or {}
+    if not admission.get("shadow"):
+        return None
+    predictions = admission.get("predictions") or {}
+    would = predictions.get("would_refuse") or {}
+    missed, made = int(would.get("missed", 0)), int(would.get("made", 0))
+    if not missed + made:
+        outcomes = predictions.get("outcomes", 0)
+        return Finding("shadow", "ok", f"would have refused none of {outcomes} admitted")
+    rules = ", ".join(
+        f"{rule} {c['missed']} of {c['missed'] + c['made']}"
+        for rule, c in (would.get("by_rule") or {}).items()
+        if c["missed"] + c["made"]
+    )
+    recall = predictions.get("recall")
+    text = (
+        f"would have refused {missed + made} admitted requests; {missed} of them missed the "
+        f"{admission.get('ttft_slo_s', '?')} s SLO ({missed / (missed + made):.0%}"
+        + (f"; by rule: {rules}" if rules else "")
+        + ")"
+        + (f", {recall:.0%} of the misses" if recall is not None else "")
+    )
+    if missed / (missed + made) >= SHADOW_PRECISION:
+        return Finding("shadow", "ok", text)
+    return Finding(
+        "shadow",
+        "warn",
+        f"{text}: under --admission predicted, {made} of those refusals would have turned "
+        "away a request that made it; measure longer at this load before switching",
+    )
 
 
 def _predictions(admission: dict[str, Any]) -> str:
