@@ -23,7 +23,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="name the latency bottleneck of a running kefu (queue, prefill, decode, gateway)",
         description="Read a running kefu's recent requests (GET /stats) and print a verdict: "
         "each stage's share of E2E, TTFT against the thresholds, queue wait share, TTFT "
-        "growth with the turn number, gateway overhead and the timeout error rate. With too "
+        "growth with the turn number, gateway overhead, the timeout error rate, admission's "
+        "refusals (capacity, or its predictions at fault) and, under --admission-shadow, "
+        "how many of the refusals it would have made were right. With too "
         "few samples it first sends a short, bounded probe load to /chat. Exit status: 0 "
         "healthy, 1 a threshold is broken, 2 it could not measure.",
     )
