@@ -360,7 +360,7 @@ def shadow_block(missed: int, made: int) -> dict[str, Any]:
 def test_shadow_refusals_are_judged_by_what_happened_to_those_requests() -> None:
     shadow = the(diagnose(healthy(admission=shadow_block(missed=47, made=3))), "shadow")
     assert shadow.status == "ok"
-    assert "50 admitted requests; 47 of them missed the 2.0 s SLO (94%" in shadow.message
+    assert "50 admitted requests; 47 of them missed the 2 s SLO (94%" in shadow.message
     assert "by rule: curve 45 of 48, far 2 of 2" in shadow.message  # probe refused none
     assert "50% of the misses" in shadow.message
 

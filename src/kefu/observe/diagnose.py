@@ -313,9 +313,11 @@ def _shadow(s: dict[str, Any]) -> Finding | None:
         if c["missed"] + c["made"]
     )
     recall = predictions.get("recall")
+    slo = admission.get("ttft_slo_s")
     text = (
         f"would have refused {missed + made} admitted requests; {missed} of them missed the "
-        f"{admission.get('ttft_slo_s', '?')} s SLO ({missed / (missed + made):.0%}"
+        + (f"{slo:g} s SLO" if isinstance(slo, int | float) else "SLO")
+        + f" ({missed / (missed + made):.0%}"
         + (f"; by rule: {rules}" if rules else "")
         + ")"
         + (f", {recall:.0%} of the misses" if recall is not None else "")
