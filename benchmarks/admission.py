@@ -27,8 +27,9 @@ would-refuse confusion it kept: precision (would-refuse requests that really mis
 SLO) and recall (misses it would have refused), and how long a refused request took to
 hear it (p50/p99: a refusal at the door is at once, one from the line after its wait),
 and the would-refuse outcomes by the rule that said refuse (the miss curve, past twice the
-SLO with no outcomes that long, a fresh server's probe in flight). Predictions are
-recorded under every policy; only ``predicted`` acts on them.
+SLO with no outcomes that long, a fresh server's probe in flight). Under each shadow row,
+``kefu diagnose``'s verdict on those would-be refusals. Predictions are recorded under
+every policy; only ``predicted`` acts on them.
 
     .venv/bin/python benchmarks/admission.py [--levels 0.5,1,2,10] [--duration 30]
         [--workloads streams,sessions] [--policies queue,predicted,shadow]
@@ -98,6 +99,7 @@ class Run:
     other: int = 0  # failed otherwise
     fast: int = 0  # sessions: answered without the engine
     admission: dict[str, Any] = field(default_factory=dict)  # /ready's, at the end
+    shadow_verdict: str = ""  # kefu diagnose's shadow finding, for a shadow run
 
     def good(self) -> int:
         return sum(1 for t in self.answered if t <= self.slo) + self.fast
@@ -219,7 +221,21 @@ def run_once(
                 elif record["first_content"] is not None:
                     run.answered.append(record["first_content"] - record["sent"])
         run.admission = httpx.get(url + "/ready", timeout=10).json()["admission"]
+        if policy == "shadow":
+            run.shadow_verdict = shadow_finding(url)
     return run
+
+
+def shadow_finding(url: str) -> str:
+    """What ``kefu diagnose`` says of a shadow server's would-be refusals."""
+    command = [sys.executable, "-m", "kefu", "diagnose", "--url", url, "--no-probe", "--json"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        findings = json.loads(result.stdout)["findings"]
+    except (ValueError, KeyError):
+        return f"diagnose gave no verdict (exit {result.returncode}): {result.stderr.strip()}"
+    found = [f"{f['status']}: {f['message']}" for f in findings if f["check"] == "shadow"]
+    return found[0] if found else "no shadow finding"
 
 
 def fmt(value: float | None, scale: float = 1000.0, digits: int = 0) -> str:
@@ -338,6 +354,8 @@ def main() -> None:
                 run = run_once(policy, workload, level, clients, args)
                 runs.append(run)
                 print_run(run)
+                if run.shadow_verdict:
+                    print(f"  kefu diagnose (shadow): {run.shadow_verdict}", flush=True)
     print()
     for workload in args.workloads.split(","):
         for level in levels:
