@@ -67,7 +67,8 @@ def test_ready_after_start(shared_client: TestClient) -> None:
     assert (admission["policy"], admission["shadow"]) == ("predicted", False)
     predictions = admission["predictions"]
     assert (predictions["outcomes"], predictions["calibrated"]) == (0, False)
-    assert admission["refusals"] == {"total": 0, "by_code": {}, "with_free_slot": 0}
+    none = {"total": 0, "by_code": {}, "with_free_slot": 0, "with_room": 0}
+    assert admission["refusals"] == none
 
 
 @pytest.mark.anyio

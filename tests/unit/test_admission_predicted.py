@@ -490,6 +490,10 @@ async def test_a_long_prompt_is_refused_at_its_slot_where_a_short_one_is_taken()
                 pytest.fail("must not be admitted")
         assert "400-token prompt" in str(info.value)
         assert admission.refused_with_free_slot["overloaded"] == 1
+        assert admission.refusals[-1].reading  # a slot free, but a prompt ahead to read
+        refusals = admission.report()["refusals"]
+        assert isinstance(refusals, dict)
+        assert refusals["with_room"] == 0
         async with admission.slot(tokens=50, received=received) as short:  # 1.24 s
             assert short.tokens == 50
         with pytest.raises(Overloaded):  # the same short one after 1.5 s on its way
@@ -626,9 +630,11 @@ async def test_refusals_say_whether_a_slot_was_free_and_when() -> None:
     (refusal,) = admission.refusals
     assert (refusal.code, refusal.slot_free) == ("queue_full", False)
     report = admission.report(since=refusal.at + 1)
-    assert report["refusals"] == {"total": 0, "by_code": {}, "with_free_slot": 0}
+    none = {"total": 0, "by_code": {}, "with_free_slot": 0, "with_room": 0}
+    assert report["refusals"] == none
     assert admission.report()["refusals"] == {
         "total": 1,
         "by_code": {"queue_full": 1},
         "with_free_slot": 0,
+        "with_room": 0,
     }

@@ -247,12 +247,16 @@ def test_admission_refusals_are_capacity_not_server_errors(
     assert verdict.exit_code == (1 if status == "fail" else 0)
 
 
-def admission_block(total: int, free: int) -> dict[str, Any]:
-    """/stats' admission block: ``total`` refusals, ``free`` of them with a slot free."""
-    return {
-        "predictions": {"outcomes": 40, "ratio_p50": 0.08, "ratio_p90": 0.21},
-        "refusals": {"total": total, "by_code": {"overloaded": total}, "with_free_slot": free},
-    }
+def admission_block(
+    total: int, free: int, room: int | None = None, ratios: tuple[float, float] = (0.08, 0.21)
+) -> dict[str, Any]:
+    """/stats' admission block: ``total`` refusals, ``free`` of them with a slot free,
+    ``room`` of those with no prompt ahead to read (all of them if None); first tokens at
+    ``ratios`` (p50, p90) of their predictions."""
+    refusals = {"total": total, "by_code": {"overloaded": total}, "with_free_slot": free}
+    refusals["with_room"] = free if room is None else room
+    predictions = {"outcomes": 40, "ratio_p50": ratios[0], "ratio_p90": ratios[1]}
+    return {"predictions": predictions, "refusals": refusals}
 
 
 def test_refusals_while_a_slot_was_free_are_admission_not_capacity() -> None:
@@ -268,6 +272,28 @@ def test_refusals_while_a_slot_was_free_are_admission_not_capacity() -> None:
     assert "30 of 31 while an engine slot was free" in admission.message
     assert "0.08x the predicted time at the median, 0.21x at p90" in admission.message
     assert "add engines" not in admission.message
+
+
+def test_refusals_with_a_slot_free_but_prompts_ahead_and_predictions_held_are_reading() -> None:
+    """diagnose's own probe on a fresh server: four first turns at once, a slot free for
+    each, but their prompts read one after another; the predictions came true, so the
+    refusals were the reading's, not a miscalibration."""
+    block = admission_block(3, 3, room=0, ratios=(1.05, 1.69))
+    verdict = diagnose(healthy(errors_by_code={"overloaded": 3}, errors=3, admission=block))
+    assert finding(verdict, "admission") is None
+    assert finding(verdict, "capacity") is None
+    reading = the(verdict, "reading")
+    assert "prompts let in before them were still to be read" in reading.message
+    assert "1.05x the predicted time at the median, 1.69x at p90" in reading.message
+
+
+def test_prompts_ahead_do_not_excuse_predictions_that_did_not_hold() -> None:
+    """The fresh server that refused 31 of 32: prompts were ahead of each refusal, but first
+    tokens came at a fifth of their predictions: admission's prediction is at fault."""
+    block = admission_block(31, 30, room=0)
+    verdict = diagnose(healthy(errors_by_code={"overloaded": 31}, errors=31, admission=block))
+    assert finding(verdict, "reading") is None
+    assert "admission's prediction, not capacity" in the(verdict, "admission").message
 
 
 def test_refusals_with_every_slot_busy_are_capacity() -> None:

@@ -108,8 +108,10 @@ class PredictionsOut(BaseModel):
 class RefusalsOut(BaseModel):
     total: int
     by_code: dict[str, int]
-    with_free_slot: int = Field(
-        description="Refused while an engine slot was free: the engine had room"
+    with_free_slot: int = Field(description="Refused while an engine slot was free")
+    with_room: int = Field(
+        description="Of those, refused with no prompt ahead to read (none let in unread, "
+        "none in line): the engine had room"
     )
 
 

@@ -60,7 +60,7 @@ from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.limits.holds import Hold, Judgement, Place, Refusal, Ticket, Tickets
-from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes, Rule
+from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes, Rule, why
 from kefu.limits.rates import ServiceRate
 
 log = logging.getLogger("kefu.admission")
@@ -210,7 +210,7 @@ class Admission:
                 slowdown,
                 estimate,
                 predicted,
-                _verdict(rule, missed_alike, probe),
+                f" (refuse: {why(rule, missed_alike)})" if rule else " (probe)" if probe else "",
             )
         return Judgement(estimate, predicted, queued, rule, measured, probe)
 
@@ -353,7 +353,8 @@ class Admission:
         slot_free = self._free > 0
         self.refused[code] += 1
         self.refused_with_free_slot[code] += slot_free
-        self.refusals.append(Refusal(time.time(), code, slot_free))
+        reading = self.reading > 0 or self.waiting > 0
+        self.refusals.append(Refusal(time.time(), code, slot_free, reading))
 
     @asynccontextmanager
     async def slot(
@@ -482,16 +483,7 @@ class Admission:
                 "total": len(refusals),
                 "by_code": by_code,
                 "with_free_slot": sum(r.slot_free for r in refusals),
+                # A free slot and no prompt ahead to read: the engine had room.
+                "with_room": sum(r.slot_free and not r.reading for r in refusals),
             },
         }
-
-
-def _verdict(rule: Rule | None, missed_alike: float | None, probe: bool) -> str:
-    """The judgement's end in the debug log: which rule refuses, or that it is a probe."""
-    if rule == "curve":
-        return f" (refuse: {missed_alike:.0%} of requests estimated alike missed)"
-    if rule == "far":
-        return " (refuse: past twice the SLO, no outcomes this long)"
-    if rule == "probe":
-        return " (refuse: a probe in flight)"
-    return " (probe)" if probe else ""

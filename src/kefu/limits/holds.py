@@ -121,4 +121,7 @@ class Tickets:
 class Refusal:
     at: float  # wall clock, for /stats windows
     code: str
-    slot_free: bool  # the engine had room: a free slot when it refused
+    slot_free: bool  # a free slot when it refused
+    # Prompts let in but not read yet, or waiting in line, when it refused: a free slot
+    # then is no room, the engine was busy reading ahead of it.
+    reading: bool = False

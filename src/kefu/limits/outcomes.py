@@ -62,6 +62,15 @@ RULES: tuple[Rule, ...] = ("curve", "far", "probe")
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 
 
+def why(rule: Rule, missed_alike: float | None = None) -> str:
+    """A refusal's rule in words (the debug log), with the curve's share where it decided."""
+    if rule == "curve":
+        return f"{missed_alike or 0:.0%} of requests estimated alike missed"
+    if rule == "far":
+        return "past twice the SLO, no outcomes this long"
+    return "a probe in flight"
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     estimate: float  # the rates' point estimate, seconds from the request's arrival

@@ -6,7 +6,9 @@ over 30 % of E2E means compute is saturated; a timeout error rate over 1 % is a
 fault; TTFT that grows with the turn number means context management is off.
 Admission's refusals are judged as capacity only where the engine was full when it
 refused; refusals while a slot was free are admission's miscalibration, with how its
-predictions compared with the outcomes. Under --admission-shadow, the refusals it would
+predictions compared with the outcomes, unless prompts were still to be read ahead of them
+and the predictions held (a tenth of first tokens came at or after them): then reading
+prompts is the bottleneck. Under --admission-shadow, the refusals it would
 have made are judged by what then happened to those requests (at least 90 % of them should
 have missed the SLO).
 """
@@ -274,9 +276,11 @@ def _refusals(s: dict[str, Any]) -> Finding | None:
     detail = ", ".join(f"{code} {n}" for code, n in sorted(codes.items()))
     status: Status = "fail" if rate > REFUSAL_RATE_LIMIT else "warn"
     admission = s.get("admission") or {}
-    counted = (admission.get("refusals") or {}).get("total", 0)
-    free = (admission.get("refusals") or {}).get("with_free_slot", 0)
-    if counted and free * 2 >= counted:
+    counts = admission.get("refusals") or {}
+    counted = counts.get("total", 0)
+    free = counts.get("with_free_slot", 0)
+    room = counts.get("with_room", free)
+    if counted and free * 2 >= counted and (room * 2 >= counted or not _held(admission)):
         return Finding(
             "admission",
             status,
@@ -285,6 +289,17 @@ def _refusals(s: dict[str, Any]) -> Finding | None:
             f"admission's prediction, not capacity ({_predictions(admission)}); check "
             "--admission-quantile and --ttft-slo, measure with --admission-shadow, or use "
             "--admission queue",
+        )
+    if counted and free * 2 >= counted:
+        return Finding(
+            "reading",
+            status,
+            f"admission refused {rate:.1%} ({refused} of {requests}: {detail}), {free} of "
+            f"{counted} while an engine slot was free but prompts let in before them were "
+            f"still to be read, and the predictions held ({_predictions(admission)}): "
+            "reading prompts is the bottleneck at this load; shorter prompts "
+            "(--kb-passages, --history-turns), more engines or replicas, or a longer "
+            "--ttft-slo",
         )
     text = (
         f"admission refused {rate:.1%} ({refused} of {requests}: {detail}"
@@ -330,6 +345,14 @@ def _shadow(s: dict[str, Any]) -> Finding | None:
         f"{text}: under --admission predicted, {made} of those refusals would have turned "
         "away a request that made it; measure longer at this load before switching",
     )
+
+
+def _held(admission: dict[str, Any]) -> bool:
+    """Whether the predictions refusals rest on held: a tenth or more of the admitted
+    requests' first tokens came at or after their prediction (it is a 90th percentile),
+    not all well before it."""
+    ratio = (admission.get("predictions") or {}).get("ratio_p90")
+    return ratio is not None and ratio >= 1.0
 
 
 def _predictions(admission: dict[str, Any]) -> str:
