@@ -49,7 +49,10 @@ def test_a_fresh_server_is_not_diagnosed_short_of_capacity(
     assert result.returncode in (0, 1), result.stderr
     checks = {f["check"]: f for f in json.loads(result.stdout)["findings"]}
     # Four probe customers never fill eight slots: a refusal, if any, came with a slot
-    # free, and is admission's to answer for, never capacity's.
+    # free, and is admission's to answer for, or the reading's (prompts still to be read
+    # ahead of it, predictions that held), never capacity's.
     assert "capacity" not in checks, checks
-    admission = httpx.get(kefu_server.url + "/ready", timeout=30).json()["admission"]
-    assert admission["refusals"]["total"] == admission["refusals"]["with_free_slot"]
+    refusals = httpx.get(kefu_server.url + "/ready", timeout=30).json()["admission"]["refusals"]
+    assert refusals["total"] == refusals["with_free_slot"]
+    if "reading" in checks:
+        assert refusals["with_room"] * 2 < refusals["total"], (checks, refusals)
