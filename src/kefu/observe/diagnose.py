@@ -8,9 +8,8 @@ Admission's refusals are judged as capacity only where the engine was full when 
 refused; refusals while a slot was free are admission's miscalibration, with how its
 predictions compared with the outcomes, unless prompts were still to be read ahead of them
 and the predictions held (a tenth of first tokens came at or after them): then reading
-prompts is the bottleneck. Under --admission-shadow, the refusals it would
-have made are judged by what then happened to those requests (at least 90 % of them should
-have missed the SLO).
+prompts is the bottleneck. Under --admission-shadow, the refusals it would have made are
+judged by what then happened to those requests (at least 90 % should have missed the SLO).
 """
 
 from __future__ import annotations
@@ -266,7 +265,8 @@ def _timeouts(s: dict[str, Any]) -> Finding | None:
 def _refusals(s: dict[str, Any]) -> Finding | None:
     """Admission's refusals: capacity only where the engine was full when it refused; a
     refusal while a slot was free is admission's prediction at fault, named with how its
-    predictions compared with what happened."""
+    predictions compared with what happened, unless prompts were still to be read ahead
+    of it and the predictions held: then it is the reading's."""
     requests = int(s.get("requests", 0))
     codes = {k: v for k, v in (s.get("errors_by_code") or {}).items() if k in REFUSAL_CODES}
     if not requests or not codes:
