@@ -119,8 +119,8 @@ def curve_rule(refuse_at: Callable[[Outcomes, float], bool]) -> Rule:
 
 def beta10(outcomes: Outcomes, estimate: float) -> bool:
     misses, count = block(outcomes, estimate)
-    # The Beta(misses+1, made+1) 10 % quantile is the Clopper-Pearson-like lower bound of
-    # misses+1 of count+1 at 90 % confidence, near enough for a comparison.
+    # Beta(misses+1, made+1)'s 10 % quantile: the Clopper-Pearson lower bound of
+    # misses+1 of count+1 at 90 % confidence.
     return precision_lower_bound(misses + 1, count + 1, 0.9) >= MISS_CONFIDENCE
 
 

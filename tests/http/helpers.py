@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
@@ -269,7 +270,7 @@ def calibrate(admission: Admission, ratio: float = 1.0, *, queued: bool = True) 
     a quarter of the SLO, missed where estimated longer."""
     near = admission.outcomes.near
     # Fixtures, not judged requests: the would-refuse confusion is left as it was.
-    confusion = replace(admission.outcomes.confusion)
+    confusion = copy.deepcopy(admission.outcomes.confusion)
     for index in range(2 * MIN_OUTCOMES):
         missed = index % 2 == 1
         estimate = near * (1.001 if missed else 1.0)

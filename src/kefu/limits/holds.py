@@ -124,4 +124,4 @@ class Refusal:
     slot_free: bool  # a free slot when it refused
     # Prompts let in but not read yet, or waiting in line, when it refused: a free slot
     # then is no room, the engine was busy reading ahead of it.
-    reading: bool = False
+    reading: bool

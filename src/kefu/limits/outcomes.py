@@ -111,8 +111,6 @@ class Confusion:
     queue is never refused (there is no evidence to refuse on), so one that missed all the
     same counts against the recall."""
 
-    refused_missed: int = 0  # true refusals
-    refused_made: int = 0  # would have refused a request that made it
     admitted_missed: int = 0  # admitted and missed: a refusal the prediction owed
     admitted_made: int = 0
     # Of those admitted and missed, the ones that met no queue (a free slot, nothing to
@@ -121,12 +119,18 @@ class Confusion:
     # [missed, made] of the would-refuse requests, by the rule that said refuse.
     by_rule: dict[Rule, list[int]] = field(default_factory=lambda: {r: [0, 0] for r in RULES})
 
+    @property
+    def refused_missed(self) -> int:
+        """Would-refuse requests that missed the SLO: true refusals."""
+        return sum(missed for missed, _ in self.by_rule.values())
+
+    @property
+    def refused_made(self) -> int:
+        """Would-refuse requests that made it: refusals that would have turned one away."""
+        return sum(made for _, made in self.by_rule.values())
+
     def add(self, outcome: Outcome) -> None:
         if outcome.rule is not None:
-            if outcome.missed:
-                self.refused_missed += 1
-            else:
-                self.refused_made += 1
             self.by_rule[outcome.rule][0 if outcome.missed else 1] += 1
         elif outcome.missed:
             self.admitted_missed += 1
