@@ -19,7 +19,13 @@ from kefu.api import health, observe, web
 from kefu.api.agent import routes as agent
 from kefu.api.channel import Channel, RunningChannel, registered
 from kefu.api.chat import routes as chat
-from kefu.api.errors import http_error_handler, kefu_error_handler, unexpected_error_handler
+from kefu.api.disconnect import ClientGone
+from kefu.api.errors import (
+    client_gone_handler,
+    http_error_handler,
+    kefu_error_handler,
+    unexpected_error_handler,
+)
 from kefu.api.guard import Guard
 from kefu.api.kb import routes as kb
 from kefu.api.middleware import ObserveRequests
@@ -214,6 +220,7 @@ def create_app(settings: Settings, engine_factory: EngineFactory = build_engine)
         exception_handlers={
             KefuError: kefu_error_handler,
             HTTPException: http_error_handler,
+            ClientGone: client_gone_handler,
             Exception: unexpected_error_handler,
         },
         lifespan=lifespan,

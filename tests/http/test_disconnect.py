@@ -7,11 +7,14 @@ The app is driven through raw ASGI so the disconnect is real: ``receive()`` answ
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 from starlette.types import Message
 
 from kefu.api.sse import EventStream
@@ -102,6 +105,75 @@ async def test_completion_disconnect_stops_generation(
     events = parse_sse(bodies(sent).decode())
     assert len(events) == 2
     assert events[-1].json()["choices"][0]["delta"] == {"content": "w0"}
+
+
+async def post_and_leave(app: Starlette, path: str, body: bytes, *, whole: bool) -> list[Message]:
+    """POST ``body`` through raw ASGI, then leave: after half of it (``whole`` False), or
+    once it is all sent, before any response (``whole`` True)."""
+    sent: list[Message] = []
+    parts = [body] if whole else [body[: len(body) // 2]]
+    more = not whole
+
+    async def receive() -> Message:
+        if parts:
+            return {"type": "http.request", "body": parts.pop(), "more_body": more}
+        if whole:
+            await asyncio.sleep(0.05)  # the request is under way when the client leaves
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    await app(scope, receive, send)
+    return sent
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("path", "payload", "whole"),
+    [
+        ("/chat", {"message": "where is my parcel"}, False),
+        (COMPLETIONS, {"messages": [{"role": "user", "content": "hi"}]}, False),
+        (COMPLETIONS, {"messages": [{"role": "user", "content": "hi"}]}, True),
+    ],
+    ids=["chat-mid-body", "v1-mid-body", "v1-before-the-reply"],
+)
+async def test_a_client_that_leaves_gets_499_and_no_server_error(
+    settings_factory: SettingsFactory,
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    payload: dict[str, Any],
+    whole: bool,
+) -> None:
+    """Leaving mid-body (or before a non-streamed reply) is the client's doing: a 499,
+    nothing logged as an error, nothing counted as a server error."""
+    app = make_app(settings_factory(), slow_engine())
+    async with serve(app) as client:
+        sent = await post_and_leave(app, path, json.dumps(payload).encode(), whole=whole)
+        assert sent[0]["type"] == "http.response.start"
+        assert sent[0]["status"] == 499
+        metrics = (await client.get("/metrics")).text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert 'status="500"' not in metrics
+    assert 'status="499"' in metrics
 
 
 def test_testclient_closing_the_stream_stops_generation(client_factory: ClientFactory) -> None:

@@ -7,8 +7,9 @@ import re
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
+from kefu.api.disconnect import ClientGone
 from kefu.errors import InvalidRequest, PayloadTooLarge, RequestTimeout
 
 M = TypeVar("M", bound=BaseModel)
@@ -22,7 +23,8 @@ _UNION_MEMBER = re.compile(r"str|int|float|bool|none|[A-Z]\w*|[\w-]+\[.*\]")
 async def read_body(request: Request, limit: int, seconds: float) -> bytes:
     """The whole body, at most ``limit`` bytes, within ``seconds``: neither a
     long body nor one trickled a byte at a time (slow loris) holds the request open.
-    Uvicorn bounds the wait between requests but not the body's arrival."""
+    Uvicorn bounds the wait between requests but not the body's arrival. A client that
+    leaves before its body is whole raises ClientGone: nobody is left to answer."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the request body is {declared} bytes; the limit is {limit}")
@@ -37,6 +39,8 @@ async def read_body(request: Request, limit: int, seconds: float) -> bytes:
         raise RequestTimeout(
             f"the request body did not arrive within {seconds:g} s ({len(body)} bytes came)"
         ) from None
+    except ClientDisconnect:
+        raise ClientGone from None
     return bytes(body)
 
 

@@ -2,7 +2,8 @@
 
 Every error leaves the server as ``{"error": {"message", "type", "param", "code"}}``,
 whether it was raised by kefu, by Starlette (404/405), or was a bug (500, logged,
-with no internals in the message).
+with no internals in the message). A client that left (ClientGone) gets 499 and no body:
+nobody reads it, and it is no server error.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kefu import errors
+from kefu.api.disconnect import ClientGone
 
 log = logging.getLogger("kefu.api")
 
@@ -91,6 +93,11 @@ async def http_error_handler(request: Request, exc: Exception) -> Response:
         status_code=exc.status_code,
         headers=exc.headers,
     )
+
+
+async def client_gone_handler(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ClientGone)
+    return Response(status_code=499)  # nginx's "client closed request"
 
 
 async def unexpected_error_handler(request: Request, exc: Exception) -> Response:

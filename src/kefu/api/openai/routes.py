@@ -8,7 +8,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kefu.api.body import read_model
-from kefu.api.disconnect import ClientGone, unless_disconnected
+from kefu.api.disconnect import unless_disconnected
 from kefu.api.openai.protocol import ChatCompletionChunk, ChatCompletionRequest
 from kefu.api.openai.serving import create_completion, list_models, stream_completion
 from kefu.api.sse import EventStream, open_event_stream, sse_event
@@ -36,12 +36,9 @@ async def chat_completions(request: Request) -> Response | EventStream:
     )
     timeline.mark("parsed")
     if not body.stream:
-        try:
-            completion = await unless_disconnected(
-                request.receive, create_completion(runtime, body, timeline)
-            )
-        except ClientGone:
-            return Response(status_code=499)  # nobody is left to read it
+        completion = await unless_disconnected(
+            request.receive, create_completion(runtime, body, timeline)
+        )
         return json_response(completion, {"server-timing": timeline.server_timing()})
     chunks = stream_completion(runtime, body, timeline)
     return await open_event_stream(
