@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 
 from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
+from kefu.limits.rates import PromptReading
 from kefu.settings import DEFAULT_PERSONA
 from tests.conftest import ClientFactory
 from tests.http.helpers import FailingEngine, SseEvent, counted_on_the_loop, parse_sse
@@ -169,6 +170,39 @@ def test_old_turns_give_way_to_the_context_budget(client_factory: ClientFactory)
     assert [m.content.split()[0] for m in request.messages] == ["Be", "second", "fake", "third"]
     assert request.sampling.max_tokens == 64
     assert done["usage"]["prompt_tokens"] <= 64
+
+
+@pytest.mark.parametrize("fit", [True, False], ids=["fit-to-slo", "no-fit-to-slo"])
+def test_a_prompt_too_long_to_read_in_time_loses_its_oldest_turn(
+    client_factory: ClientFactory, fake_engine: FakeEngine, fit: bool
+) -> None:
+    """An engine measured at 10 ms a prompt token reads 200 in the 2 s SLO: a fourth turn
+    of 30-word messages (~245 tokens: a turn is 33 + 36) goes without its oldest turn,
+    and says so."""
+    thirty = " ".join(["word"] * 29)
+    with client_factory(
+        persona="Be kind.", memory="window", memory_every=1, ttft_slo=2.0, fit_to_slo=fit
+    ) as client:
+        session_id = chat(client, f"m1 {thirty}")["session_id"]
+        for n in (2, 3):
+            chat(client, f"m{n} {thirty}", session_id)
+        reading = PromptReading()
+        for tokens, seconds in ((1, 0.01), (101, 1.01)):
+            reading.add(tokens, seconds)
+        client.app.state.runtime.admission.rate.reading = reading  # type: ignore[attr-defined]
+        done = chat(client, f"m4 {thirty}", session_id)
+        stored = client.get(f"/sessions/{session_id}").json()["messages"][-1]["meta"]
+        metrics = client.get("/metrics").text
+    firsts = [m.content.split()[0] for m in fake_engine.requests[-1].messages]
+    if fit:
+        assert firsts == ["Be", "m2", "fake", "m3", "fake", "m4"]
+        assert stored["fitted"] == {"tokens": 33 + 36, "turns": 1, "passages": 0}
+        assert done["usage"]["prompt_tokens"] <= 200
+        assert 'kefu_tokens_total{kind="fitted_out"} 69.0' in metrics
+    else:
+        assert firsts == ["Be", "m1", "fake", "m2", "fake", "m3", "fake", "m4"]
+        assert "fitted" not in stored
+        assert 'kind="fitted_out"' not in metrics
 
 
 def test_persona_setting_is_the_system_prompt(

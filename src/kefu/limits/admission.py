@@ -4,21 +4,15 @@ token after ``ttft_slo``.
 
 Every request that reaches the engine is judged, whatever the policy: a point estimate of
 its first-token time from the rates measured here (``rates.py``), corrected by how the
-recent estimates compared with what then happened (``outcomes.py``). The estimate:
-
-- each running request frees its slot once the tokens its reply has still to send are
-  sent (from the recent replies' lengths and the gap between two tokens; before its
-  first token, a mean hold less its age); a freed slot goes to the first in line still
-  waiting (one whose wait limit runs out first leaves without it), and the newcomer gets
-  the first slot left after those ahead of it;
-- the prompts ahead of it (admitted but not yet read, those in line, and the tickets given
-  before its own) and its own are read at the measured speed (a line in the prompt's
-  tokens left to read); a ticket held while the fast path decides counts as the share of
-  such tickets that recently went on to a slot (most of a shop's messages never reach the
-  engine: counted whole, a burst of first messages refused the few that did);
-- ``max(slot wait, prompts ahead) + own``, plus the time the request already spent on its
-  way. A prompt that is taking longer to read than the line says slows the whole estimate
-  in proportion: a stalled engine is not described by its past.
+recent estimates compared with what then happened (``outcomes.py``). The estimate is
+what waits before the request's own prompt (``ahead.py``: the slot wait, the prompts read
+before its own, the time it already spent) plus its own prompt's reading, at the measured
+speed, both slowed in proportion where the prompt being read takes longer than the line
+says. A ticket held while the fast path decides counts as the share of such tickets that
+recently went on to a slot (most of a shop's messages never reach the engine: counted
+whole, a burst of first messages refused the few that did). ``readable`` turns it around:
+the longest prompt whose first token is predicted within the SLO now (/chat fits its
+prompt to it under load, ``service/prompt_fit.py``).
 
 The prediction is that estimate times a ``quantile`` of recent realized ÷ estimated (the
 correction), so it is a calibrated quantile of the first-token time, and the outcomes keep
@@ -28,7 +22,7 @@ A request is refused (``Overloaded``, with a ``Retry-After`` of the excess) only
 evidence: a queue in front of it (no free slot, or prompts ahead still to read), a
 prediction over the SLO, and either the recent outcomes of requests estimated alike mostly
 missed it (``miss_curve.py``) or, beyond what they reach (on a fresh server, everywhere),
-the prediction lies past twice the SLO (``Outcomes.says_refuse``). Before its first
+the prediction lies past twice the SLO (``Outcomes.refusal``). Before its first
 ``MIN_OUTCOMES`` outcomes of any estimate, one request at a time predicted between the SLO
 and twice it is let in as a probe, and the others are refused while it is in flight: a
 fresh server admits and measures, but a burst it cannot yet judge does not all read its
@@ -59,6 +53,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
+from kefu.limits.ahead import Ahead, ahead_of, reading_since
 from kefu.limits.holds import Hold, Judgement, Place, Refusal, Ticket, Tickets
 from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes, Rule, why
 from kefu.limits.rates import ServiceRate
@@ -154,40 +149,18 @@ class Admission:
         """A request that came at ``received`` (now if None), whose prompt leaves ``tokens``
         to read (a typical prompt if None), let through the door with ``ticket`` (None: it
         comes after every ticket given): its first token, predicted."""
-        now = self.clock()
-        reading = self.rate.reading
-        typical = reading.typical
-        unread = [h for h in self._holds if h.first_token is None]
-        slot_free = self._slot_free
-        tickets = self.tickets.before(ticket)
-        queued = not slot_free or bool(unread) or tickets > 0
-        ahead = sum(reading.seconds(typical if h.tokens is None else h.tokens) for h in unread)
-        ahead += (tickets + self.waiting) * reading.seconds(typical)
-        own = reading.seconds(typical if tokens is None else tokens)
-        slowdown = 1.0
-        if unread:
-            oldest = min(unread, key=lambda h: h.granted)
-            so_far = now - self._reading_since(oldest.granted)
-            expected = reading.seconds(typical if oldest.tokens is None else oldest.tokens)
-            ahead = max(0.0, ahead - so_far)
-            if expected > 0 and so_far > expected:
-                slowdown = so_far / expected
-        slot_wait = 0.0
-        if not slot_free:
-            frees = [self.rate.frees_in(now - h.granted, h.emitted, h.limit) for h in self._holds]
-            line = [p.gives_up - now for w, p in self._line.items() if not w.done()]
-            slot_wait = self.rate.slot_wait(line, frees)
-        spent = 0.0 if received is None else max(0.0, now - received)
-        estimate = spent + max(slot_wait, ahead * slowdown) + own * slowdown
+        ahead = self._ahead(received, ticket)
+        own = self._own_reading(tokens)
+        estimate = ahead.seconds + own * ahead.slowdown
         predicted = estimate * self.outcomes.correction()
-        measured = reading.samples > 0
+        measured = self.rate.reading.samples > 0
         rule: Rule | None = None
         missed_alike = None
-        if measured and queued:
+        if measured and ahead.queued:
             rule, missed_alike = self.outcomes.refusal(estimate, predicted, self.ttft_slo)
         probe = (
             measured
-            and queued
+            and ahead.queued
             and rule is None
             and predicted > self.ttft_slo
             and self.outcomes.recorded < MIN_OUTCOMES
@@ -200,19 +173,49 @@ class Admission:
                 "(%d unread, %.1f tickets, %d in line), %.3f s own, x%.2f slower: "
                 "%.3f s estimated, %.3f s predicted%s",
                 "typical" if tokens is None else tokens,
-                spent,
-                slot_wait,
-                ahead,
-                len(unread),
-                tickets,
-                self.waiting,
+                ahead.spent,
+                ahead.slot_wait,
+                ahead.prompts,
+                ahead.unread,
+                ahead.tickets,
+                ahead.waiting,
                 own,
-                slowdown,
+                ahead.slowdown,
                 estimate,
                 predicted,
                 f" (refuse: {why(rule, missed_alike)})" if rule else " (probe)" if probe else "",
             )
-        return Judgement(estimate, predicted, queued, rule, measured, probe)
+        return Judgement(estimate, predicted, ahead.queued, rule, measured, probe)
+
+    def readable(self, received: float | None = None, ticket: Ticket | None = None) -> int | None:
+        """The most prompt tokens left to read with which a request that came at
+        ``received``, let through with ``ticket``, is predicted to get its first token
+        within the SLO now. None where no length would change that: nothing measured yet,
+        a reading that does not grow with length, or a wait past the SLO before its own
+        prompt is even begun."""
+        reading = self.rate.reading
+        if not reading.samples:
+            return None
+        fixed, per_token = reading.line()
+        ahead = self._ahead(received, ticket)
+        left = self.ttft_slo / self.outcomes.correction() - ahead.seconds
+        own = left / ahead.slowdown - fixed
+        if own <= 0 or per_token <= 0:
+            return None
+        return int(own / per_token)
+
+    def _ahead(self, received: float | None, ticket: Ticket | None) -> Ahead:
+        now = self.clock()
+        return ahead_of(
+            self.rate,
+            now=now,
+            spent=0.0 if received is None else max(0.0, now - received),
+            holds=self._holds,
+            gives_up=[p.gives_up for w, p in self._line.items() if not w.done()],
+            tickets=self.tickets.before(ticket),
+            slot_free=self._slot_free,
+            last_first_token=self._last_first_token,
+        )
 
     def _probing(self) -> bool:
         """A probe is in flight: let in, its first token not come yet."""
@@ -224,13 +227,6 @@ class Admission:
     def predicted_ttft(self) -> float:
         """A typical request arriving now: seconds to its first token, calibrated."""
         return self.judge().predicted
-
-    def _reading_since(self, granted: float) -> float:
-        """When the engine began reading the prompt of a request let in at ``granted``: then,
-        or when the prompt before it was read, whichever came later."""
-        if self._last_first_token is None:
-            return granted
-        return max(granted, self._last_first_token)
 
     def token(self, hold: Hold) -> None:
         """The held request sent a token now: its first (``first_token``), or one more
@@ -251,7 +247,9 @@ class Admission:
             return
         hold.first_token = now = self.clock()
         if hold.tokens is not None:
-            self.rate.reading.add(hold.tokens, now - self._reading_since(hold.granted))
+            self.rate.reading.add(
+                hold.tokens, now - reading_since(hold.granted, self._last_first_token)
+            )
         self.rate.lateness.add(now - hold.granted - hold.reading)
         self._last_first_token = now
         self._record(hold.judgement, now - hold.received)

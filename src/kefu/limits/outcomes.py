@@ -14,7 +14,7 @@ Three uses:
   (lone requests may come at several times their estimates; that factor applied to a
   slot wait would refuse requests that make the SLO). Until ``MIN_OUTCOMES`` such outcomes
   exist the estimate stands as it is.
-- **The refusal rule** (``says_refuse``). Past the SLO, a request is refused where the
+- **The refusal rule** (``refusal``). Past the SLO, a request is refused where the
   recent requests estimated alike mostly missed (``miss_curve.py``), or, beyond what the
   outcomes reach (before ``MIN_OUTCOMES`` near the SLO, everywhere), where the prediction
   lies past twice the SLO.

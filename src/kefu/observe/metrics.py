@@ -102,7 +102,8 @@ class Metrics:
         )
         self.tokens = Counter(
             "kefu_tokens",
-            "Tokens by kind: prompt, cached_prompt, completion.",
+            "Tokens by kind: prompt, cached_prompt, completion; fitted_out: /chat prompt "
+            "tokens left out to be read within the TTFT SLO (--fit-to-slo).",
             ["kind"],
             registry=r,
         )
@@ -186,6 +187,8 @@ class Metrics:
         self.tokens.labels("prompt").inc(record.prompt_tokens)
         self.tokens.labels("cached_prompt").inc(record.cached_tokens)
         self.tokens.labels("completion").inc(record.completion_tokens)
+        if record.fitted_tokens:
+            self.tokens.labels("fitted_out").inc(record.fitted_tokens)
 
     def redis_call(self, op: str, seconds: float, failed: bool) -> None:
         # Operations are a fixed set of names (session.resume, limits, lock, ...).

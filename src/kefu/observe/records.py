@@ -40,6 +40,8 @@ class RequestRecord:
     engine: str | None = None
     route_reason: str | None = None
     upstream_ttft_ms: float | None = None
+    # /chat: prompt tokens left unread to meet the TTFT SLO.
+    fitted_tokens: int | None = None
 
     @property
     def answered(self) -> bool:
@@ -95,4 +97,5 @@ def record_from(
         engine=outcome.engine,
         route_reason=outcome.route_reason,
         upstream_ttft_ms=prefill if outcome.engine is not None else None,
+        fitted_tokens=outcome.fitted_tokens,
     )

@@ -42,6 +42,8 @@ class Outcome:
     attempts: int = 0
     # Admission's calibrated prediction of the TTFT (seconds), beside the realized one.
     predicted_ttft: float | None = None
+    # /chat: prompt tokens left unread to meet the TTFT SLO (service/prompt_fit.py).
+    fitted_tokens: int | None = None
 
 
 # A stage is named for the work that ends at its mark.

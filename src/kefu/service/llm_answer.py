@@ -14,17 +14,16 @@ from kefu.engine.base import (
     Finished,
     GenerationRequest,
     SamplingParams,
-    Tokenizer,
     system_between_turns,
-    unread_tokens,
 )
 from kefu.errors import EngineError, UpstreamError
 from kefu.fastpath.router import Routing
 from kefu.knowledge.index import Hit
 from kefu.limits.holds import Ticket
-from kefu.memory.context import BuiltContext, KeptTurns, build_context
+from kefu.memory.context import KeptTurns, build_context
 from kefu.service.groups import Group
 from kefu.service.plan import Plan
+from kefu.service.prompt_fit import Fitted, fit_prompt
 from kefu.service.runtime import Runtime
 from kefu.service.turn_context import TurnContext
 from kefu.service.turn_events import TurnDone, TurnEvent, TurnStarted, TurnToken, routing_dict
@@ -41,6 +40,7 @@ class _Reply:
     outcome: str = "cancelled"
     stored: bool = False
     knowledge: tuple[tuple[str, str], ...] = ()  # the entries sent with the message
+    fitted: Fitted | None = None  # the prompt, where fitted to the SLO
 
     @property
     def text(self) -> str:
@@ -62,10 +62,10 @@ async def answer_by_llm(
     the turns the prompt holds; ``memory``: the memory's block of the turns before."""
     timeline = turn.timeline
     timeline.outcome.tier = "llm"
-    request, context, unread = await _request(runtime, turn, plan, group, history, memory)
-    async with runtime.admitted(timeline, ticket, unread, group) as hold:
+    request, fitted = await _request(runtime, turn, plan, group, ticket, history, memory)
+    async with runtime.admitted(timeline, ticket, fitted.unread, group) as hold:
         yield TurnStarted(turn.session_id)
-        reply = _Reply(knowledge=context.knowledge)
+        reply = _Reply(knowledge=fitted.context.knowledge, fitted=fitted)
         try:
             finished: Finished | None = None
             async with aclosing(runtime.generate(request, timeline, hold)) as events:
@@ -107,11 +107,13 @@ async def _request(
     turn: TurnContext,
     plan: Plan | None,
     group: Group,
+    ticket: Ticket,
     history: KeptTurns,
     memory: str,
-) -> tuple[GenerationRequest, BuiltContext, int]:
-    """The request for ``group``'s engine, its prompt trimmed to leave room for the reply;
-    the context it was built from, and the prompt's tokens the engine will have to read."""
+) -> tuple[GenerationRequest, Fitted]:
+    """The request for ``group``'s engine, its prompt trimmed to leave room for the reply
+    and (--fit-to-slo, policy predicted) fitted to what the engine can read in time; the
+    prompt as built, with its tokens the engine will have to read."""
     settings = runtime.settings
     engine = group.engine
     max_tokens = min(settings.max_tokens, engine.context_window // 2)
@@ -127,17 +129,22 @@ async def _request(
         budget=engine.context_window - max_tokens,
         memory=memory,
     )
+    admission = group.admission
+    readable = None
+    if settings.fit_to_slo and admission.policy == "predicted":
+        readable = admission.readable(turn.timeline.marks["received"], ticket)
     # On a prompt thread: the trimming may tokenize it repeatedly.
-    context, unread = await runtime.build_prompt(lambda: _counted(build(), engine))
+    fitted = await runtime.build_prompt(lambda: fit_prompt(build, engine, readable))
     turn.timeline.mark("context_built")
+    turn.timeline.outcome.fitted_tokens = fitted.saved or None
     request = GenerationRequest(
-        messages=context.messages,
+        messages=fitted.context.messages,
         sampling=SamplingParams(max_tokens=max_tokens, temperature=settings.temperature),
         request_id=turn.session_id,
         routing_key=turn.session_id,
         group=group.name,
     )
-    return request, context, unread
+    return request, fitted
 
 
 def _after_reply(runtime: Runtime, turn: TurnContext, plan: Plan | None, reply: _Reply) -> None:
@@ -170,11 +177,6 @@ def _after_reply(runtime: Runtime, turn: TurnContext, plan: Plan | None, reply: 
         )
 
 
-def _counted(context: BuiltContext, tokenizer: Tokenizer) -> tuple[BuiltContext, int]:
-    """The context, and its prompt's tokens the engine will have to read."""
-    return context, unread_tokens(tokenizer, context.messages, context.prompt_tokens)
-
-
 def _llm_turn(turn: TurnContext, plan: Plan | None, reply: _Reply) -> Turn:
     timeline = turn.timeline
     meta: dict[str, Any] = {
@@ -184,6 +186,8 @@ def _llm_turn(turn: TurnContext, plan: Plan | None, reply: _Reply) -> Turn:
         "sources": [hit.entry.id for hit in _passages(plan)],
         # As sent: the next prompts repeat the message with them (memory.keeper.whole_turns).
         "knowledge": [list(entry) for entry in reply.knowledge],
+        # What the prompt left out to be read within the SLO (--fit-to-slo), if anything.
+        **({"fitted": reply.fitted.meta()} if reply.fitted and reply.fitted.saved else {}),
         "failed": turn.failed,
         "timings": timeline.as_dict(),
     }

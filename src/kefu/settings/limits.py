@@ -53,6 +53,14 @@ class LimitSettings(SettingsGroup):
         "request predicted to wait longer is refused at once instead of failing later, and "
         "none waits in line longer than this.",
     )
+    fit_to_slo: bool = Field(
+        True,
+        description="/chat under --admission predicted: a prompt the engine is predicted "
+        "to read past --ttft-slo drops its oldest turns (their facts stay in the memory), "
+        "then its least relevant passages, down to what it can read in time; only where "
+        "that brings the prediction within the SLO (the answer's meta says what was left "
+        "out). /v1 prompts are the client's and never shortened.",
+    )
     rate_limit: str = Field(
         "30/60",
         description="Requests per authenticated key or user, as N/SECONDS (a token bucket of "
