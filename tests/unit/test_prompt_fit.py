@@ -122,6 +122,24 @@ def test_a_fit_that_cannot_reach_the_slo_keeps_the_prompt_whole() -> None:
     assert fitted.saved == 0
 
 
+def test_the_best_passage_and_the_memory_stay() -> None:
+    """A fit that would need the last passage, or the memory, is no fit: the model would
+    answer from nothing, or forget the order number."""
+    knowledge = [("q1", "best")]
+    whole = fit_prompt(builder(1, knowledge), FakeEngine(), readable=None)
+    without_passage = fit_prompt(builder(1, knowledge), FakeEngine(), readable=whole.unread - 12)
+    assert without_passage.saved == 0
+    assert "best" in without_passage.context.messages[3].content
+    remembering = partial(builder(1), memory="order 123")
+    whole = fit_prompt(remembering, FakeEngine(), readable=None)
+    without_memory = fit_prompt(remembering, FakeEngine(), readable=whole.unread - TURN - 1)
+    assert without_memory.saved == 0
+    assert "order 123" in without_memory.context.messages[0].content
+    with_memory = fit_prompt(remembering, FakeEngine(), readable=whole.unread - TURN)
+    assert with_memory.turns == 1
+    assert "order 123" in with_memory.context.messages[0].content
+
+
 class CachedTurns(FakeEngine):
     """An engine holding the KV of the persona and the first turns: a prompt that starts so
     reads only the rest."""

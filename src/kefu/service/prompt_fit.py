@@ -7,7 +7,8 @@ read ahead does not run. On a two-core box that is 300-600 tokens at 5-7 ms each
 comes late. Admission says how long a prompt it would expect in time
 (``Admission.readable``); the prompt is built again to that many tokens fewer, by
 ``build_context``'s own order (the older turns' passages, the oldest turns, the least
-relevant passages, then the memory; never the persona or the message).
+relevant passages), never past the best passage: the persona, the memory (the facts of
+older turns: order numbers, sizes), the best passage and the message stay.
 
 Kept only where it fits: a shorter prompt that still misses the SLO would lose context for
 nothing, and one whose dropped turns were the engine's cached prefix reads more, not less.
@@ -52,7 +53,9 @@ def fit_prompt(
     except ContextLengthExceeded:
         return Fitted(whole, unread)
     left = unread_tokens(tokenizer, shorter.messages, shorter.prompt_tokens)
-    if left > readable:
+    lost_memory = shorter.messages[0] != whole.messages[0]
+    lost_passages = bool(whole.knowledge) and not shorter.knowledge
+    if left > readable or lost_memory or lost_passages:
         return Fitted(whole, unread)
     return Fitted(
         shorter,

@@ -57,9 +57,9 @@ class LimitSettings(SettingsGroup):
         True,
         description="/chat under --admission predicted: a prompt the engine is predicted "
         "to read past --ttft-slo drops its oldest turns (their facts stay in the memory), "
-        "then its least relevant passages, down to what it can read in time; only where "
-        "that brings the prediction within the SLO (the answer's meta says what was left "
-        "out). /v1 prompts are the client's and never shortened.",
+        "then its least relevant passages (never the best), down to what it can read in "
+        "time; only where that brings the prediction within the SLO (the answer's meta says "
+        "what was left out). /v1 prompts are the client's and never shortened.",
     )
     rate_limit: str = Field(
         "30/60",
