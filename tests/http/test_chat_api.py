@@ -199,10 +199,12 @@ def test_a_prompt_too_long_to_read_in_time_loses_its_oldest_turn(
         assert stored["fitted"] == {"tokens": 33 + 36, "turns": 1, "passages": 0}
         assert done["usage"]["prompt_tokens"] <= 200
         assert 'kefu_tokens_total{kind="fitted_out"} 69.0' in metrics
+        assert "kefu_fitted_prompts_total 1.0" in metrics
     else:
         assert firsts == ["Be", "m1", "fake", "m2", "fake", "m3", "fake", "m4"]
         assert "fitted" not in stored
         assert 'kind="fitted_out"' not in metrics
+        assert "kefu_fitted_prompts_total 0.0" in metrics
 
 
 def test_persona_setting_is_the_system_prompt(

@@ -100,6 +100,11 @@ class Metrics:
             buckets=(*STAGE_BUCKETS, 10, 30),
             registry=r,
         )
+        self.fitted = Counter(
+            "kefu_fitted_prompts",
+            "/chat prompts built shorter to be read within the TTFT SLO (--fit-to-slo).",
+            registry=r,
+        )
         self.tokens = Counter(
             "kefu_tokens",
             "Tokens by kind: prompt, cached_prompt, completion; fitted_out: /chat prompt "
@@ -188,6 +193,7 @@ class Metrics:
         self.tokens.labels("cached_prompt").inc(record.cached_tokens)
         self.tokens.labels("completion").inc(record.completion_tokens)
         if record.fitted_tokens:
+            self.fitted.inc()
             self.tokens.labels("fitted_out").inc(record.fitted_tokens)
 
     def redis_call(self, op: str, seconds: float, failed: bool) -> None:
