@@ -13,7 +13,13 @@ from kefu.engine.fake import FakeEngine
 from kefu.limits.rates import PromptReading
 from kefu.settings import DEFAULT_PERSONA
 from tests.conftest import ClientFactory
-from tests.http.helpers import FailingEngine, SseEvent, counted_on_the_loop, parse_sse
+from tests.http.helpers import (
+    FailingEngine,
+    SseEvent,
+    calibrate,
+    counted_on_the_loop,
+    parse_sse,
+)
 
 
 def words(text: str) -> int:
@@ -189,7 +195,9 @@ def test_a_prompt_too_long_to_read_in_time_loses_its_oldest_turn(
         reading = PromptReading()
         for tokens, seconds in ((1, 0.01), (101, 1.01)):
             reading.add(tokens, seconds)
-        client.app.state.runtime.admission.rate.reading = reading  # type: ignore[attr-defined]
+        admission = client.app.state.runtime.admission  # type: ignore[attr-defined]
+        admission.rate.reading = reading
+        calibrate(admission)  # outcomes that say the estimates hold: the whole SLO to read in
         done = chat(client, f"m4 {thirty}", session_id)
         stored = client.get(f"/sessions/{session_id}").json()["messages"][-1]["meta"]
         metrics = client.get("/metrics").text

@@ -14,6 +14,7 @@ from kefu.engine.base import ChatMessage
 from kefu.engine.fake import FakeEngine
 from kefu.memory.context import BuiltContext, build_context
 from kefu.service.prompt_fit import fit_prompt
+from tests.http.helpers import calibrate
 from tests.unit.test_admission_predicted import Clock, Held, measured_line, predicted
 
 PERSONA = "p1 p2"  # 5 tokens
@@ -51,6 +52,7 @@ def test_readable_is_the_longest_prompt_predicted_within_the_slo() -> None:
     clock = Clock()
     admission = predicted(clock)
     measured_line(admission)  # 0.195 s + 5 ms a token
+    calibrate(admission)  # outcomes that say the estimates hold
     readable = admission.readable()
     assert readable is not None
     assert 350 < readable < 370  # (2 - 0.195) / 0.005
@@ -58,10 +60,26 @@ def test_readable_is_the_longest_prompt_predicted_within_the_slo() -> None:
     assert admission.judge(tokens=readable + 2).predicted > admission.ttft_slo
 
 
+def test_uncalibrated_it_leaves_room_for_half_the_slo() -> None:
+    """No outcome has corrected the estimate yet: the warm-up's speed may be twice what a
+    loaded box reads at."""
+    clock = Clock()
+    admission = predicted(clock)
+    measured_line(admission)
+    readable = admission.readable()
+    assert readable is not None
+    assert 155 < readable < 165  # (1 - 0.195) / 0.005
+    calibrate(admission, ratio=1.5)  # a correction of 1.5: (2 / 1.5 - 0.195) / 0.005
+    readable = admission.readable()
+    assert readable is not None
+    assert 222 < readable < 232
+
+
 def test_time_spent_and_prompts_ahead_leave_room_for_less() -> None:
     clock = Clock()
     admission = predicted(clock)
     measured_line(admission)
+    calibrate(admission)
     fresh = admission.readable()
     late = admission.readable(received=clock.now - 0.5)
     assert fresh is not None
@@ -74,14 +92,15 @@ async def test_prompts_ahead_shorten_it_and_a_wait_past_the_slo_leaves_nothing()
     clock = Clock()
     admission = predicted(clock)
     measured_line(admission)
+    calibrate(admission)
     held = Held(admission)
     await held.hold(read=False, tokens=200)  # 1.195 s ahead
     behind = admission.readable()
     assert behind is not None
     assert admission.judge(tokens=behind).predicted <= admission.ttft_slo
     assert 100 < behind < 140  # (2 - 1.195 - 0.195) / 0.005 = 122
-    await held.hold(read=False, tokens=300)  # 1.695 s more: past the SLO before its own
-    assert admission.readable() is None
+    # 1.195 s ahead and 0.7 s spent: past the SLO before its own is begun.
+    assert admission.readable(received=clock.now - 0.7) is None
     await held.release()
 
 
