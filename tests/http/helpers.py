@@ -218,7 +218,13 @@ async def asgi_post(
         if block_send and gone.is_set():
             await asyncio.Event().wait()
 
-    scope: dict[str, Any] = {
+    await app(post_scope(path, body), receive, send)
+    return sent
+
+
+def post_scope(path: str, body: bytes) -> dict[str, Any]:
+    """The ASGI scope of a JSON POST of ``body`` to ``path``."""
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -236,8 +242,6 @@ async def asgi_post(
         "client": ("127.0.0.1", 50000),
         "server": ("testserver", 80),
     }
-    await app(scope, receive, send)
-    return sent
 
 
 def counted_on_the_loop(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> list[bool]:

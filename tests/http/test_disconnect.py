@@ -20,7 +20,14 @@ from starlette.types import Message
 from kefu.api.sse import EventStream
 from kefu.engine.fake import FakeEngine
 from tests.conftest import ClientFactory
-from tests.http.helpers import SettingsFactory, asgi_post, make_app, parse_sse, serve
+from tests.http.helpers import (
+    SettingsFactory,
+    asgi_post,
+    make_app,
+    parse_sse,
+    post_scope,
+    serve,
+)
 
 COMPLETIONS = "/v1/chat/completions"
 
@@ -124,25 +131,7 @@ async def post_and_leave(app: Starlette, path: str, body: bytes, *, whole: bool)
     async def send(message: Message) -> None:
         sent.append(message)
 
-    scope: dict[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [
-            (b"host", b"testserver"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-    await app(scope, receive, send)
+    await app(post_scope(path, body), receive, send)
     return sent
 
 
