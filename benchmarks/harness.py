@@ -54,6 +54,12 @@ def summary(doc: str | None) -> str:
     return " ".join((doc or "").split("\n\n")[0].split())
 
 
+def metric_sum(url: str, name: str) -> float:
+    """The sum of a counter's series on a server's /metrics (``name`` may carry labels)."""
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100); nan for no values."""
     if not values:

@@ -15,13 +15,10 @@ load, both servers' totals and the ratio of model answers within the SLO.
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass, field
 
-import httpx
-
 from admission import bench_sessions
-from harness import kefu_process, percentile
+from harness import kefu_process, metric_sum, percentile
 
 
 @dataclass
@@ -38,11 +35,6 @@ class Run:
         return sum(ttft > slo for ttft in self.ttfts)
 
 
-def metric(text: str, name: str) -> int:
-    found = re.search(rf"^{re.escape(name)} ([\d.e+]+)$", text, re.MULTILINE)
-    return int(float(found[1])) if found else 0
-
-
 def run_once(fit: bool, users: int, args: argparse.Namespace, seed: int) -> Run:
     flags = ["--ttft-slo", str(args.slo), "--fit-to-slo" if fit else "--no-fit-to-slo"]
     run = Run(fit, users)
@@ -53,9 +45,8 @@ def run_once(fit: bool, users: int, args: argparse.Namespace, seed: int) -> Run:
                 run.refused += 1
             elif record["tier"] == "llm" and record["first_content"] is not None:
                 run.ttfts.append(record["first_content"] - record["sent"])
-        text = httpx.get(url + "/metrics", timeout=10).text
-    run.fitted = metric(text, "kefu_fitted_prompts_total")
-    run.tokens_left_out = metric(text, 'kefu_tokens_total{kind="fitted_out"}')
+        run.fitted = int(metric_sum(url, "kefu_fitted_prompts_total"))
+        run.tokens_left_out = int(metric_sum(url, 'kefu_tokens_total{kind="fitted_out"}'))
     return run
 
 

@@ -48,6 +48,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from harness import metric_sum
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ beside benchmarks/
 
 from tests.e2e.support import KefuServer
@@ -233,12 +235,6 @@ def summarise(
             if o.deliveries != 1
         ],
     )
-
-
-def metric_sum(url: str, name: str) -> float:
-    """The sum of a counter's series on a server's /metrics."""
-    text = httpx.get(f"{url}/metrics", timeout=5).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
 
 def kefu_flags(api: str, key: str, budget: float) -> list[str]:
