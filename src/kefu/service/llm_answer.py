@@ -36,15 +36,19 @@ GENERAL = Routing(intent="general", confidence=0.0, margin=0.0, candidates=())
 class _Reply:
     """The engine's reply as it comes: its text so far, how it ended, whether it is stored."""
 
+    prompt: Fitted  # the prompt it answers, as built (and fitted to the SLO, if it was)
     parts: list[str] = field(default_factory=list)
     outcome: str = "cancelled"
     stored: bool = False
-    knowledge: tuple[tuple[str, str], ...] = ()  # the entries sent with the message
-    fitted: Fitted | None = None  # the prompt, where fitted to the SLO
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def knowledge(self) -> tuple[tuple[str, str], ...]:
+        """The entries sent with the message."""
+        return self.prompt.context.knowledge
 
 
 async def answer_by_llm(
@@ -65,7 +69,7 @@ async def answer_by_llm(
     request, fitted = await _request(runtime, turn, plan, group, ticket, history, memory)
     async with runtime.admitted(timeline, ticket, fitted.unread, group) as hold:
         yield TurnStarted(turn.session_id)
-        reply = _Reply(knowledge=fitted.context.knowledge, fitted=fitted)
+        reply = _Reply(fitted)
         try:
             finished: Finished | None = None
             async with aclosing(runtime.generate(request, timeline, hold)) as events:
@@ -187,7 +191,7 @@ def _llm_turn(turn: TurnContext, plan: Plan | None, reply: _Reply) -> Turn:
         # As sent: the next prompts repeat the message with them (memory.keeper.whole_turns).
         "knowledge": [list(entry) for entry in reply.knowledge],
         # What the prompt left out to be read within the SLO (--fit-to-slo), if anything.
-        **({"fitted": reply.fitted.meta()} if reply.fitted and reply.fitted.saved else {}),
+        **({"fitted": reply.prompt.meta()} if reply.prompt.saved else {}),
         "failed": turn.failed,
         "timings": timeline.as_dict(),
     }
