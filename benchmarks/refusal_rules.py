@@ -43,7 +43,15 @@ from admission import closed_loop
 from harness import kefu_process
 from kefu.faq.bound import precision_lower_bound
 from kefu.limits.miss_curve import MISS_CONFIDENCE, MissCurve
-from kefu.limits.outcomes import FAR_MARGIN, MIN_OUTCOMES, NEAR_SHARE, WINDOW, Outcome, Outcomes
+from kefu.limits.outcomes import (
+    FAR_MARGIN,
+    MIN_OUTCOMES,
+    NEAR_SHARE,
+    RULES,
+    WINDOW,
+    Outcome,
+    Outcomes,
+)
 
 SLO = 2.0
 JUDGED = re.compile(r"judged .*?([\d.]+) s estimated, ([\d.]+) s predicted(?: \(refuse: (.*)\))?$")
@@ -83,8 +91,7 @@ def read_log(path: Path) -> list[Judged]:
                 predicted=float(match[2]),
                 realized=realized,
                 queued="queued" in rest,
-                # An outcome's line says only that a rule would refuse, not which.
-                rule="curve" if "would refuse" in rest else None,
+                rule=next((r for r in RULES if f"would refuse ({r})" in rest), None),
                 missed=censored or realized > SLO,
                 censored=censored,
             )
@@ -143,7 +150,7 @@ def kefu_rule(outcomes: Outcomes, estimate: float, predicted: float) -> bool:
     return outcomes.refusal(estimate, predicted, SLO)[0] is not None
 
 
-RULES: dict[str, Rule] = {
+CANDIDATES: dict[str, Rule] = {
     "kefu": kefu_rule,
     "beta10": curve_rule(beta10),
     "shrink2": curve_rule(shrink2),
@@ -155,7 +162,7 @@ RULES: dict[str, Rule] = {
 def replay(found: list[Judged]) -> tuple[dict[str, list[int]], int]:
     """Per rule [would-refuse that missed, that made it]; and how often ``kefu`` disagreed
     with what the server logged (0: the replay reproduces the server)."""
-    counts = {name: [0, 0] for name in RULES}
+    counts = {name: [0, 0] for name in CANDIDATES}
     disagreed = 0
     for judged in found:
         if not judged.outcome.queued:
@@ -165,7 +172,7 @@ def replay(found: list[Judged]) -> tuple[dict[str, list[int]], int]:
             outcomes.add(earlier.outcome)
         probe = judged.why is not None and "probe" in judged.why
         column = 0 if judged.outcome.missed else 1
-        for name, rule in RULES.items():
+        for name, rule in CANDIDATES.items():
             if probe or rule(outcomes, judged.outcome.estimate, judged.outcome.predicted):
                 counts[name][column] += 1
         said = judged.why is not None
@@ -209,8 +216,8 @@ def main() -> None:
             shadow_run(args.clients, args.duration, args.parallel, args.seed + run, log)
             logs.append(log)
     print(f"would-refuse outcomes that missed the {SLO:g} s SLO / all, by rule (shadow runs)")
-    print(f"{'log':28} " + " ".join(f"{name:>12}" for name in RULES))
-    pooled = {name: [0, 0] for name in RULES}
+    print(f"{'log':28} " + " ".join(f"{name:>12}" for name in CANDIDATES))
+    pooled = {name: [0, 0] for name in CANDIDATES}
     for log in logs:
         counts, disagreed = replay(read_log(log))
         for name, (missed, made) in counts.items():

@@ -110,7 +110,7 @@ def test_precision_and_recall_of_the_would_refuse_verdicts() -> None:
     assert confusion.recall == pytest.approx(2 / 3)  # one miss it let in
     report = outcomes.report()
     by_rule = {"curve": {"missed": 2, "made": 1}, "far": {"missed": 0, "made": 0}}
-    by_rule["probe"] = {"missed": 0, "made": 0}
+    by_rule["probe"] = by_rule["late"] = {"missed": 0, "made": 0}
     assert report["would_refuse"] == {
         "missed": 2,
         "made": 1,

@@ -268,13 +268,15 @@ async def test_shadow_admits_and_records_what_it_would_have_refused() -> None:
     predictions = report["predictions"]
     assert isinstance(predictions, dict)
     by_rule = {"curve": {"missed": 1, "made": 0}, "far": {"missed": 0, "made": 0}}
-    by_rule["probe"] = {"missed": 0, "made": 0}
+    by_rule["probe"] = by_rule["late"] = {"missed": 0, "made": 0}
     would_refuse = {"missed": 1, "made": 0, "precision": 1.0, "by_rule": by_rule}
     assert predictions["would_refuse"] == would_refuse  # the miss curve refused it
 
 
-async def slot_then_first_token(admission: Admission, ticket: object, clock: Clock) -> None:
-    async with admission.slot(ticket) as hold:  # type: ignore[arg-type]
+async def slot_then_first_token(
+    admission: Admission, ticket: object, clock: Clock, tokens: int | None = None
+) -> None:
+    async with admission.slot(ticket, tokens=tokens) as hold:  # type: ignore[arg-type]
         admission.first_token(hold)
 
 
@@ -301,8 +303,8 @@ async def test_policy_queue_predicts_and_records_but_never_refuses_on_it() -> No
 
 async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_slo() -> None:
     """A wrong prediction costs the customer less than the SLO, not --queue-timeout: a
-    request leaves the line when its own prompt's reading would no longer fit in the SLO;
-    the wait is recorded as a miss."""
+    request leaves the line when its own prompt's reading would no longer fit in the SLO.
+    That is a refusal, as the door's are: no outcome was seen, none is recorded."""
     admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
     assert admission.wait_limit == 0.05
     admission.rate.reading.add(10, 0.01)  # 10 tokens in 10 ms: 1 ms a token
@@ -314,10 +316,48 @@ async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_sl
     waited = float(info.value.message.split("within ")[1].split(" s")[0])
     assert 0.02 < waited <= 0.03  # the clock runs: a little under 30 ms by then
     assert admission.refused["queue_timeout"] == 1
-    missed = admission.outcomes.recent[-1]
-    assert missed.missed
-    assert missed.censored
-    assert 0.03 <= missed.realized < 0.05
+    assert admission.outcomes.recorded == 1  # the first request's
+    assert admission.outcomes.confusion.admitted_missed == 0
+
+
+async def test_under_predicted_a_request_no_slot_could_start_in_time_is_refused_at_once() -> None:
+    """Its own prompt alone takes longer than the SLO leaves: it does not wait for nothing,
+    and the refusal says why, not "no capacity freed up within 0 s"."""
+    admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
+    admission.rate.reading.add(10, 0.01)
+    async with admission.slot() as hold:
+        admission.first_token(hold)
+        with pytest.raises(Overloaded) as info:
+            async with admission.slot(tokens=60):  # 60 ms to read, 50 ms to the SLO
+                pytest.fail("must not be admitted")
+    assert "no slot is free" in info.value.message
+    assert "60-token prompt" in info.value.message
+    assert admission.refused["overloaded"] == 1
+    assert admission.refused["queue_timeout"] == 0
+
+
+async def test_shadow_records_a_slot_that_came_past_the_deadline_under_rule_late() -> None:
+    """Shadow waits the SLO, and where its slot came later than ``predicted`` would have
+    let it wait, the outcome is the deadline's: here the first token still came in time,
+    a refusal ``late`` would have turned away one that made it."""
+    clock = Clock()
+    admission = predicted(clock, slots=1, shadow=True)
+    measured_line(admission)  # 0.195 s + 5 ms a token
+    for wait in (0.9, 0.5):
+        async with admission.slot(tokens=1) as running:
+            admission.first_token(running)
+            # 1.2 s to read (at first): its deadline is 0.8 s after it came
+            waiting = asyncio.create_task(slot_then_first_token(admission, None, clock, tokens=201))
+            await asyncio.sleep(0)
+            assert admission.waiting == 1
+            clock.now += wait  # the running reply ends: its slot, its first token at once
+        await waiting
+    by_rule = admission.outcomes.confusion.by_rule
+    # 0.9 s: past its deadline and still in time, a refusal that would have turned away
+    # one that made it; 0.5 s: within it.
+    assert by_rule["late"] == [0, 1]
+    assert [o.rule for o in admission.outcomes.recent if o.queued] == ["late", None]
+    assert admission.refused["queue_timeout"] == 0
 
 
 async def test_a_request_waits_less_by_how_late_first_tokens_come_after_their_slots() -> None:
@@ -352,7 +392,10 @@ async def test_shadow_waits_the_slo_itself() -> None:
             async with admission.slot(tokens=20):
                 pytest.fail("must not be admitted")
     assert "0.05 s" in info.value.message
-    assert admission.outcomes.recent[-1].realized >= 0.05
+    gave_up = admission.outcomes.recent[-1]
+    assert gave_up.realized >= 0.05
+    assert gave_up.rule == "late"  # ``predicted`` would have let it go sooner
+    assert gave_up.missed
 
 
 async def test_each_admitted_prediction_is_recorded_beside_its_outcome() -> None:

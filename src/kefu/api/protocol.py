@@ -60,7 +60,8 @@ class WouldRefuseOut(BaseModel):
     by_rule: dict[str, RuleOutcomesOut] = Field(
         description="The same by the rule that said refuse: 'curve' (requests estimated "
         "alike mostly missed), 'far' (past twice the SLO, no outcomes that long), 'probe' "
-        "(a fresh server's probe in flight)"
+        "(a fresh server's probe in flight), 'late' (waited in line past the moment a slot "
+        "could still start it within the SLO)"
     )
 
 

@@ -38,23 +38,28 @@ slot judges it again by the prompt's tokens left to read and the time spent so f
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 (policy ``predicted``: past the moment its first token could still come within the SLO,
-given how late first tokens recently came after their slots) fails with QueueTimeout.
-Slots are handed over first-come, first-served.
+given how late first tokens recently came after their slots) fails with QueueTimeout,
+and one past that moment already, with no slot free, is refused at once (Overloaded).
+Those are refusals, as the door's are: no outcome is recorded. Under the other policies
+a wait that ran past that moment records its outcome under rule ``late``, so shadow
+measures the deadline's precision too. Slots are handed over first-come, first-served
+(``line.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from typing import Literal
 
 from kefu.errors import Overloaded, QueueFull, QueueTimeout, Unavailable
 from kefu.limits.ahead import Ahead, ahead_of, reading_since
-from kefu.limits.holds import Hold, Judgement, Place, Refusal, Ticket, Tickets
+from kefu.limits.holds import Hold, Judgement, Refusal, Ticket, Tickets
+from kefu.limits.line import Gone, Line
 from kefu.limits.outcomes import MIN_OUTCOMES, NEAR_SHARE, Outcome, Outcomes, Rule, why
 from kefu.limits.rates import ServiceRate
 
@@ -71,10 +76,13 @@ DEFAULT_TTFT_SLO = 2.0
 UNCALIBRATED = 2.0
 # The quantile of the first-token time a prediction stands for.
 DEFAULT_QUANTILE = 0.9
-# The share of recent requests whose first token came no later after their slot than the
-# reading line and a margin say: a request in line waits only while a first token that
-# late would still make the SLO.
-LATENESS_QUANTILE = 0.95
+# The quantile of how late first tokens came after their slots (beyond the reading line)
+# that the line's deadline allows for: a request waits while a first token that late would
+# still make the SLO, so it leaves once a slot then would more likely than not start its
+# reply past it. At 0.95 the deadline kept every accepted reply within the SLO and turned
+# away one request in three that would have made it; at 0.1 it turned away none, and let
+# in misses (streams at 10x: 15 %) (``benchmarks/admission.py``, rule ``late``).
+LATENESS_QUANTILE = 0.5
 # Refusals kept for /stats and kefu diagnose, with when they came and whether a slot was
 # free: enough for a 15-minute window at a few hundred refusals a second.
 REFUSALS_KEPT = 100_000
@@ -109,8 +117,7 @@ class Admission:
         self.refused_with_free_slot = dict.fromkeys(self.refused, 0)
         self.refusals: deque[Refusal] = deque(maxlen=REFUSALS_KEPT)
         self._free = slots
-        # The line in its order: each waiter's place (when it gives up, its judgement).
-        self._line: dict[asyncio.Future[None], Place] = {}
+        self._line = Line(clock)
         self._holds: set[Hold] = set()
         self.tickets = Tickets()
         self._last_first_token: float | None = None
@@ -132,7 +139,7 @@ class Admission:
 
     @property
     def waiting(self) -> int:
-        return sum(1 for w in self._line if not w.done())
+        return self._line.waiting
 
     @property
     def reading(self) -> int:
@@ -173,16 +180,10 @@ class Admission:
             rule, probe = "probe", False
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
-                "judged a %s-token prompt: %.3f s spent, %.3f s slot wait, %.3f s ahead "
-                "(%d unread, %.1f tickets, %d in line), %.3f s own, x%.2f slower: "
-                "%.3f s estimated, %.3f s predicted%s",
+                "judged a %s-token prompt: %s, %.3f s own, x%.2f slower: %.3f s estimated, "
+                "%.3f s predicted%s",
                 "typical" if tokens is None else tokens,
-                ahead.spent,
-                ahead.slot_wait,
-                ahead.prompts,
-                ahead.unread,
-                ahead.tickets,
-                ahead.waiting,
+                ahead,
                 own,
                 ahead.slowdown,
                 estimate,
@@ -222,7 +223,7 @@ class Admission:
             now=now,
             spent=0.0 if received is None else max(0.0, now - received),
             holds=self._holds,
-            gives_up=[p.gives_up for w, p in self._line.items() if not w.done()],
+            gives_up=self._line.gives_up(),
             tickets=self.tickets.before(ticket),
             slot_free=self._slot_free,
             last_first_token=self._last_first_token,
@@ -232,7 +233,7 @@ class Admission:
         """A probe is in flight: let in, its first token not come yet."""
         judgements = [h.judgement for h in self._holds if h.first_token is None]
         judgements += [t.judgement for t in self.tickets]
-        judgements += [p.judgement for w, p in self._line.items() if not w.done()]
+        judgements += self._line.judgements()
         return any(j is not None and j.probe for j in judgements)
 
     def predicted_ttft(self) -> float:
@@ -270,27 +271,17 @@ class Admission:
     ) -> None:
         if judgement is None or not judgement.measured:
             return
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "outcome: %.3f s estimated, %.3f s predicted, %.3f s realized%s%s%s",
-                judgement.estimate,
-                judgement.predicted,
-                realized,
-                ", queued" if judgement.queued else "",
-                ", would refuse" if judgement.refuse else "",
-                ", gave up waiting" if censored else "",
-            )
-        self.outcomes.add(
-            Outcome(
-                estimate=judgement.estimate,
-                predicted=judgement.predicted,
-                realized=realized,
-                queued=judgement.queued,
-                rule=judgement.refusal,
-                missed=censored or realized > self.ttft_slo,
-                censored=censored,
-            )
+        outcome = Outcome(
+            estimate=judgement.estimate,
+            predicted=judgement.predicted,
+            realized=realized,
+            queued=judgement.queued,
+            rule=judgement.refusal,
+            missed=censored or realized > self.ttft_slo,
+            censored=censored,
         )
+        log.debug("outcome: %s", outcome)
+        self.outcomes.add(outcome)
 
     def _overloaded(self, judgement: Judgement, tokens: int | None) -> Overloaded | None:
         """The refusal a judgement calls for, None where it admits (or only records)."""
@@ -416,45 +407,47 @@ class Admission:
         if self._slot_free:
             self._free -= 1
             return judgement
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        limit = self._patience(tokens, received)
-        self._line[waiter] = Place(self.clock() + limit, judgement)
+        entered = self.clock()
+        deadline = self._deadline(tokens, received)
+        limit = deadline if self.refuses_on_prediction else self.wait_limit
+        if limit <= 0:
+            self._refuse(self._too_late(tokens))
         try:
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
-            # that arrives with the slot, and a request whose client left would still run.
-            async with asyncio.timeout(limit):
-                await waiter
-        except TimeoutError:
-            if waiter.done() and not waiter.cancelled():
-                return judgement  # the slot arrived as the timer fired: keep it
+            await self._line.wait(limit, judgement, self._release)
+        except Gone:
             self._count("queue_timeout")
-            self._record(judgement, self.clock() - received, censored=True)
+            # Given up at the deadline ``predicted`` set is a refusal, as the door's are:
+            # its outcome was never seen. One that waited its whole limit missed.
+            if not self.refuses_on_prediction:
+                self._record(_late(judgement), self.clock() - received, censored=True)
+            elif limit >= self.wait_limit:
+                self._record(judgement, self.clock() - received, censored=True)
             raise QueueTimeout(
                 f"no capacity freed up within {limit:.3g} s; retry shortly",
                 retry_after=self._retry_after(),
             ) from None
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self._release()  # we were handed a slot but will not use it
-            raise
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-            self._line.pop(waiter, None)
-        return judgement
+        # Where the deadline only records, a slot that came after it is one ``predicted``
+        # would have refused: its outcome measures the deadline's precision.
+        past = not self.refuses_on_prediction and self.clock() - entered > deadline
+        return _late(judgement) if past else judgement
 
-    def _patience(self, tokens: int | None, received: float) -> float:
-        """Seconds a request may wait in line from now: ``wait_limit``, and where predictions
-        refuse, no later than its first token can still come within the SLO (the SLO from
-        its arrival, less its own prompt's reading and how late recent first tokens came
-        after their slots): a slot granted later starts a reply that misses it. Shadow
-        waits the SLO itself, so its outcomes tell a miss from a near one."""
-        limit = self.wait_limit
-        if not self.refuses_on_prediction:
-            return limit
+    def _deadline(self, tokens: int | None, received: float) -> float:
+        """Seconds a request may wait in line from now under ``predicted``: ``wait_limit``,
+        and no later than its first token can still come within the SLO (the SLO from its
+        arrival, less its own prompt's reading and how late recent first tokens came after
+        their slots): a slot granted later starts a reply that misses it. Other policies
+        wait ``wait_limit`` and record which waits ran past this (rule ``late``)."""
         own = self._own_reading(tokens)
         own += self.rate.lateness.margin(LATENESS_QUANTILE)
-        return max(0.0, min(limit, received + self.ttft_slo - own - self.clock()))
+        return min(self.wait_limit, received + self.ttft_slo - own - self.clock())
+
+    def _too_late(self, tokens: int | None) -> Overloaded:
+        what = "a reply" if tokens is None else f"a reply to this {tokens}-token prompt"
+        return Overloaded(
+            f"the server is busy: no slot is free, and even one now would start {what} "
+            f"after the {self.ttft_slo:g} s it aims for; retry shortly",
+            retry_after=self._retry_after(),
+        )
 
     def _own_reading(self, tokens: int | None) -> float:
         reading = self.rate.reading
@@ -466,13 +459,8 @@ class Admission:
         return 1.0 if service is None else max(1.0, service / self.slots)
 
     def _release(self) -> None:
-        while self._line:
-            waiter = next(iter(self._line))
-            del self._line[waiter]
-            if not waiter.done():
-                waiter.set_result(None)  # the slot passes straight to the next in line
-                return
-        self._free += 1
+        if not self._line.hand_over():  # the slot passes straight to the next in line
+            self._free += 1
 
     def report(self, since: float | None = None) -> dict[str, object]:
         """The predictions against their outcomes, and the refusals (since ``since``, wall
@@ -487,7 +475,7 @@ class Admission:
             "ttft_slo_s": self.ttft_slo,
             "predictions": self.outcomes.report(),
             # How much later than the reading line said first tokens came after their slots.
-            "first_token_late_p95_s": round(self.rate.lateness.margin(LATENESS_QUANTILE), 3),
+            "first_token_late_p95_s": round(self.rate.lateness.margin(0.95), 3),
             "refusals": {
                 "total": len(refusals),
                 "by_code": by_code,
@@ -496,3 +484,11 @@ class Admission:
                 "with_room": sum(r.slot_free and not r.reading for r in refusals),
             },
         }
+
+
+def _late(judgement: Judgement | None) -> Judgement | None:
+    """``judgement`` with rule ``late`` (waited past its deadline), where no rule refused
+    it already."""
+    if judgement is None or judgement.refusal is not None:
+        return judgement
+    return replace(judgement, refusal="late")

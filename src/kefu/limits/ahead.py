@@ -25,6 +25,12 @@ class Ahead:
     tickets: float  # prompts the tickets given before its own stand for
     waiting: int  # requests in line
 
+    def __str__(self) -> str:
+        return (
+            f"{self.spent:.3f} s spent, {self.slot_wait:.3f} s slot wait, {self.prompts:.3f} s "
+            f"ahead ({self.unread} unread, {self.tickets:.1f} tickets, {self.waiting} in line)"
+        )
+
     @property
     def seconds(self) -> float:
         """Until the engine can begin on the request's own prompt."""

@@ -54,10 +54,12 @@ NEAR_SHARE = 0.25
 # once and every one of them misses).
 FAR_MARGIN = 2.0
 # Why a request was (or would have been) refused: the miss curve said requests estimated
-# alike mostly missed; past twice the SLO with no outcomes that long; or a probe in flight
-# on a fresh server (``Admission.judge``). Each rule's precision is kept apart.
-Rule = Literal["curve", "far", "probe"]
-RULES: tuple[Rule, ...] = ("curve", "far", "probe")
+# alike mostly missed; past twice the SLO with no outcomes that long; a probe in flight
+# on a fresh server (``Admission.judge``); or it waited in line past the moment a slot
+# could still start it within the SLO (``Admission._deadline``). Each rule's precision is
+# kept apart.
+Rule = Literal["curve", "far", "probe", "late"]
+RULES: tuple[Rule, ...] = ("curve", "far", "probe", "late")
 # /metrics buckets of realized ÷ predicted.
 RATIO_BUCKETS = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 
@@ -68,6 +70,8 @@ def why(rule: Rule, missed_alike: float | None = None) -> str:
         return f"{missed_alike or 0:.0%} of requests estimated alike missed"
     if rule == "far":
         return "past twice the SLO, no outcomes this long"
+    if rule == "late":
+        return "no slot in time to start it within the SLO"
     return "a probe in flight"
 
 
@@ -80,6 +84,15 @@ class Outcome:
     rule: Rule | None  # the rule that said refuse (admitted anyway: shadow, or no evidence)
     missed: bool  # realized over the SLO
     censored: bool = False  # gave up waiting: ``realized`` is a lower bound
+
+    def __str__(self) -> str:
+        return (
+            f"{self.estimate:.3f} s estimated, {self.predicted:.3f} s predicted, "
+            f"{self.realized:.3f} s realized"
+            + (", queued" if self.queued else "")
+            + (f", would refuse ({self.rule})" if self.rule else "")
+            + (", gave up waiting" if self.censored else "")
+        )
 
 
 def censored_quantile(values: list[tuple[float, bool]], q: float) -> float:
