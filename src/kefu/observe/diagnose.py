@@ -298,8 +298,8 @@ def _refusals(s: dict[str, Any]) -> Finding | None:
             f"{counted} while an engine slot was free but prompts let in before them were "
             f"still to be read, and the predictions held ({_predictions(admission)}): "
             "reading prompts is the bottleneck at this load; shorter prompts "
-            "(--kb-passages, --history-turns), more engines or replicas, or a longer "
-            "--ttft-slo",
+            "(--kb-passages, --history-turns; /chat fits its own under load unless "
+            "--no-fit-to-slo), more engines or replicas, or a longer --ttft-slo",
         )
     text = (
         f"admission refused {rate:.1%} ({refused} of {requests}: {detail}"
