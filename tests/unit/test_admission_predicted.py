@@ -304,7 +304,7 @@ async def test_policy_queue_predicts_and_records_but_never_refuses_on_it() -> No
 async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_slo() -> None:
     """A wrong prediction costs the customer less than the SLO, not --queue-timeout: a
     request leaves the line when its own prompt's reading would no longer fit in the SLO.
-    That is a refusal, as the door's are: no outcome was seen, none is recorded."""
+    That is a refusal: a censored miss for the curve, not an admitted request's outcome."""
     admission = Admission(slots=1, max_waiting=4, timeout=30.0, ttft_slo=0.05, policy="predicted")
     assert admission.wait_limit == 0.05
     admission.rate.reading.add(10, 0.01)  # 10 tokens in 10 ms: 1 ms a token
@@ -316,7 +316,11 @@ async def test_under_predicted_nobody_waits_past_the_moment_it_could_make_the_sl
     waited = float(info.value.message.split("within ")[1].split(" s")[0])
     assert 0.02 < waited <= 0.03  # the clock runs: a little under 30 ms by then
     assert admission.refused["queue_timeout"] == 1
-    assert admission.outcomes.recorded == 1  # the first request's
+    turned_away = admission.outcomes.recent[-1]
+    assert turned_away.refused
+    assert turned_away.censored
+    assert turned_away.missed
+    assert 0.02 <= turned_away.realized < 0.05
     assert admission.outcomes.confusion.admitted_missed == 0
 
 
@@ -334,6 +338,7 @@ async def test_under_predicted_a_request_no_slot_could_start_in_time_is_refused_
     assert "60-token prompt" in info.value.message
     assert admission.refused["overloaded"] == 1
     assert admission.refused["queue_timeout"] == 0
+    assert admission.outcomes.recent[-1].refused  # the curve learns it would have missed
 
 
 async def test_shadow_records_a_slot_that_came_past_the_deadline_under_rule_late() -> None:

@@ -40,10 +40,10 @@ A full line fails at once with QueueFull; a request that waits longer than ``tim
 (policy ``predicted``: past the moment its first token could still come within the SLO,
 given how late first tokens recently came after their slots) fails with QueueTimeout,
 and one past that moment already, with no slot free, is refused at once (Overloaded).
-Those are refusals, as the door's are: no outcome is recorded. Under the other policies
-a wait that ran past that moment records its outcome under rule ``late``, so shadow
-measures the deadline's precision too. Slots are handed over first-come, first-served
-(``line.py``).
+Refusals, not admitted requests' outcomes, yet censored misses the curve learns from
+(shadow finds the deadline right about nine times in ten). Under the other policies a
+wait past that moment is recorded under rule ``late``, so shadow measures the deadline
+too. Slots are handed over first come, first served (``line.py``).
 """
 
 from __future__ import annotations
@@ -267,7 +267,12 @@ class Admission:
         self._record(hold.judgement, now - hold.received)
 
     def _record(
-        self, judgement: Judgement | None, realized: float, *, censored: bool = False
+        self,
+        judgement: Judgement | None,
+        realized: float,
+        *,
+        censored: bool = False,
+        refused: bool = False,
     ) -> None:
         if judgement is None or not judgement.measured:
             return
@@ -279,6 +284,7 @@ class Admission:
             rule=judgement.refusal,
             missed=censored or realized > self.ttft_slo,
             censored=censored,
+            refused=refused,
         )
         log.debug("outcome: %s", outcome)
         self.outcomes.add(outcome)
@@ -410,18 +416,18 @@ class Admission:
         entered = self.clock()
         deadline = self._deadline(tokens, received)
         limit = deadline if self.refuses_on_prediction else self.wait_limit
+        # Turned away at the deadline: a miss the curve learns from, so that under
+        # overload the door refuses at once what would only wait to be turned away.
+        refused = self.refuses_on_prediction and limit < self.wait_limit
         if limit <= 0:
+            self._record(judgement, entered - received, censored=True, refused=True)
             self._refuse(self._too_late(tokens))
         try:
             await self._line.wait(limit, judgement, self._release)
         except Gone:
             self._count("queue_timeout")
-            # Given up at the deadline ``predicted`` set is a refusal, as the door's are:
-            # its outcome was never seen. One that waited its whole limit missed.
-            if not self.refuses_on_prediction:
-                self._record(_late(judgement), self.clock() - received, censored=True)
-            elif limit >= self.wait_limit:
-                self._record(judgement, self.clock() - received, censored=True)
+            gave_up = judgement if self.refuses_on_prediction else _late(judgement)
+            self._record(gave_up, self.clock() - received, censored=True, refused=refused)
             raise QueueTimeout(
                 f"no capacity freed up within {limit:.3g} s; retry shortly",
                 retry_after=self._retry_after(),

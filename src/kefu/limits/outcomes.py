@@ -84,6 +84,10 @@ class Outcome:
     rule: Rule | None  # the rule that said refuse (admitted anyway: shadow, or no evidence)
     missed: bool  # realized over the SLO
     censored: bool = False  # gave up waiting: ``realized`` is a lower bound
+    # Turned away at the line's deadline (``predicted``): a censored miss for the
+    # correction and the miss curve (shadow measures that deadline right nine times in
+    # ten), but no admitted request's outcome for the confusion.
+    refused: bool = False
 
     def __str__(self) -> str:
         return (
@@ -91,7 +95,7 @@ class Outcome:
             f"{self.realized:.3f} s realized"
             + (", queued" if self.queued else "")
             + (f", would refuse ({self.rule})" if self.rule else "")
-            + (", gave up waiting" if self.censored else "")
+            + (", turned away" if self.refused else ", gave up waiting" if self.censored else "")
         )
 
 
@@ -143,6 +147,8 @@ class Confusion:
         return sum(made for _, made in self.by_rule.values())
 
     def add(self, outcome: Outcome) -> None:
+        if outcome.refused:
+            return
         if outcome.rule is not None:
             self.by_rule[outcome.rule][0 if outcome.missed else 1] += 1
         elif outcome.missed:
