@@ -84,7 +84,8 @@ def read_log(path: Path) -> list[Judged]:
         elif (match := OUTCOME.search(line)) and (match[1], match[2]) in judged:
             at, why = judged[(match[1], match[2])]
             rest = match[4]
-            censored = "gave up" in rest
+            refused = "turned away" in rest  # at the line's deadline, under predicted
+            censored = refused or "gave up" in rest
             realized = float(match[3])
             outcome = Outcome(
                 estimate=float(match[1]),
@@ -94,6 +95,7 @@ def read_log(path: Path) -> list[Judged]:
                 rule=next((r for r in RULES if f"would refuse ({r})" in rest), None),
                 missed=censored or realized > SLO,
                 censored=censored,
+                refused=refused,
             )
             found.append(Judged(at, outcome, stamp(line), why))
     return found

@@ -439,10 +439,10 @@ class Admission:
 
     def _deadline(self, tokens: int | None, received: float) -> float:
         """Seconds a request may wait in line from now under ``predicted``: ``wait_limit``,
-        and no later than its first token can still come within the SLO (the SLO from its
-        arrival, less its own prompt's reading and how late recent first tokens came after
-        their slots): a slot granted later starts a reply that misses it. Other policies
-        wait ``wait_limit`` and record which waits ran past this (rule ``late``)."""
+        and no later than a slot would more likely than not start its reply past the SLO
+        (the SLO from its arrival, less its own prompt's reading and the median of how late
+        recent first tokens came after their slots). Other policies wait ``wait_limit`` and
+        record which waits ran past this (rule ``late``)."""
         own = self._own_reading(tokens)
         own += self.rate.lateness.margin(LATENESS_QUANTILE)
         return min(self.wait_limit, received + self.ttft_slo - own - self.clock())
