@@ -12,7 +12,7 @@ import pytest
 from kefu.errors import Overloaded, QueueFull, QueueTimeout
 from kefu.limits.admission import Admission
 from kefu.limits.outcomes import MIN_OUTCOMES, Outcome
-from kefu.limits.rates import LATENESS_MIN, Ewma, ServiceRate
+from kefu.limits.rates import LATENESS_MIN, Ewma, Lateness, ServiceRate
 from tests.http.helpers import calibrate
 
 pytestmark = pytest.mark.anyio
@@ -383,6 +383,34 @@ async def test_a_request_waits_less_by_how_late_first_tokens_come_after_their_sl
                 pytest.fail("must not be admitted")
     waited = float(info.value.message.split("within ")[1].split(" s")[0])
     assert 0.01 < waited <= 0.02  # the clock runs: a little under 20 ms by then
+
+
+def test_the_deadline_allows_for_the_lateness_of_prompts_granted_alone() -> None:
+    """A prompt granted beside others still being read waits for them too (a fresh
+    server's burst); a request from the line mostly takes a freed slot alone: its
+    deadline allows for that lateness, and for every grant's only until enough came alone."""
+    lateness = Lateness()
+    for _ in range(LATENESS_MIN):
+        lateness.add(1.0, alone=False)
+    assert lateness.margin(0.5) == 1.0  # none alone yet: every grant says it
+    for _ in range(LATENESS_MIN - 1):
+        lateness.add(0.01)
+    assert lateness.margin(0.5) == 1.0
+    lateness.add(0.01)
+    assert lateness.margin(0.5) == 0.01
+    assert lateness.margin(0.95) == 0.01
+
+
+async def test_a_slot_granted_while_another_prompt_is_read_is_not_alone() -> None:
+    clock = Clock()
+    admission = predicted(clock)
+    measured_line(admission)
+    async with admission.slot(tokens=10) as first, admission.slot(tokens=10) as beside:
+        admission.first_token(first)
+        admission.first_token(beside)
+        async with admission.slot(tokens=10) as after:  # nothing is being read now
+            admission.first_token(after)
+    assert (first.alone, beside.alone, after.alone) == (True, False, True)
 
 
 async def test_shadow_waits_the_slo_itself() -> None:

@@ -262,7 +262,7 @@ class Admission:
             self.rate.reading.add(
                 hold.tokens, now - reading_since(hold.granted, self._last_first_token)
             )
-        self.rate.lateness.add(now - hold.granted - hold.reading)
+        self.rate.lateness.add(now - hold.granted - hold.reading, alone=hold.alone)
         self._last_first_token = now
         self._record(hold.judgement, now - hold.received)
 
@@ -381,6 +381,7 @@ class Admission:
             tokens=tokens,
             judgement=judgement,
             reading=self._own_reading(tokens),
+            alone=all(h.first_token is not None for h in self._holds),
         )
         self._holds.add(hold)
         completed = False
@@ -416,8 +417,7 @@ class Admission:
         entered = self.clock()
         deadline = self._deadline(tokens, received)
         limit = deadline if self.refuses_on_prediction else self.wait_limit
-        # Turned away at the deadline: a miss the curve learns from, so that under
-        # overload the door refuses at once what would only wait to be turned away.
+        # Turned away at the deadline: a miss the door learns to refuse at once.
         refused = self.refuses_on_prediction and limit < self.wait_limit
         if limit <= 0:
             self._record(judgement, entered - received, censored=True, refused=True)
@@ -441,8 +441,8 @@ class Admission:
         """Seconds a request may wait in line from now under ``predicted``: ``wait_limit``,
         and no later than a slot would more likely than not start its reply past the SLO
         (the SLO from its arrival, less its own prompt's reading and the median of how late
-        recent first tokens came after their slots). Other policies wait ``wait_limit`` and
-        record which waits ran past this (rule ``late``)."""
+        recent first tokens came after slots granted alone). Other policies wait
+        ``wait_limit`` and record which waits ran past this (rule ``late``)."""
         own = self._own_reading(tokens)
         own += self.rate.lateness.margin(LATENESS_QUANTILE)
         return min(self.wait_limit, received + self.ttft_slo - own - self.clock())

@@ -55,6 +55,7 @@ class Hold:
     last_token: float | None = None
     limit: int | None = None  # the most tokens its reply may send, where known
     reading: float = 0.0  # seconds the reading line gave its prompt when it was granted
+    alone: bool = True  # granted with no other prompt being read
 
 
 @dataclass(eq=False)
