@@ -20,12 +20,15 @@ import asyncio
 import json
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from admission import closed_loop
+from admission import QUESTIONS, closed_loop
 from harness import kefu_process, percentile, summary
+from kefu.engine.base import ChatMessage, GenerationRequest, SamplingParams
+from kefu.engine.llamacpp.engine import LlamaCppEngine
 
 
 @dataclass
@@ -65,6 +68,37 @@ def run_once(nice: int, args: argparse.Namespace) -> Burst:
         return Burst(nice, len(requests), refused, answered(log))
 
 
+async def engine_alone(slots: int, bursts: int = 4) -> list[list[float]]:
+    """``bursts`` bursts of ``slots`` questions never asked before, each sent at once to the
+    embedded engine: seconds to each first token."""
+    engine = LlamaCppEngine(slots=slots)
+    await engine.start()
+    asked = 0
+
+    async def first_token(started: float) -> float:
+        nonlocal asked
+        asked += 1
+        question = QUESTIONS[asked % len(QUESTIONS)].format(n=10_000 + 7_919 * asked)
+        request = GenerationRequest(
+            messages=[ChatMessage("user", question)],
+            sampling=SamplingParams(max_tokens=16, temperature=0.7),
+            request_id=f"burst-{asked}",
+        )
+        first = None
+        async for _ in engine.generate(request):
+            first = first or time.perf_counter() - started
+        return first or float("nan")
+
+    try:
+        results = []
+        for _ in range(bursts):
+            started = time.perf_counter()
+            results.append(await asyncio.gather(*(first_token(started) for _ in range(slots))))
+        return results
+    finally:
+        await engine.close()
+
+
 def median(values: list[float]) -> str:
     return f"{statistics.median(values):.0f}" if values else "-"
 
@@ -99,6 +133,12 @@ def main() -> None:
         f"fresh kefu serve per run, --parallel {args.parallel}, {args.clients} /v1 streams at "
         f"once for {args.duration:g} s, TTFT SLO {args.slo:g} s (times in ms)\n"
     )
+    for i, firsts in enumerate(asyncio.run(engine_alone(args.parallel))):
+        print(
+            f"the engine alone, burst {i + 1} of {args.parallel} new questions: first tokens "
+            f"{min(firsts) * 1000:.0f}-{max(firsts) * 1000:.0f} ms"
+        )
+    print()
     columns = f"{'ttft50/max':>11} {'pred':>5} {'prefil':>6} {'tpot':>4} {'http':>4}"
     print(f"{'':28}| {'the first wave':<34} | the answers after it")
     totals = f"{'nice':>4} {'sent':>5} {'answd':>5} {'refsd':>5} {'miss':>4}"
