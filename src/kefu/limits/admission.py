@@ -480,7 +480,7 @@ class Admission:
             "shadow": self.shadow,
             "ttft_slo_s": self.ttft_slo,
             "predictions": self.outcomes.report(),
-            # How much later than the reading line said first tokens came after their slots.
+            # How much later than the reading line said first tokens came (slots granted alone).
             "first_token_late_p95_s": round(self.rate.lateness.margin(0.95), 3),
             "refusals": {
                 "total": len(refusals),
