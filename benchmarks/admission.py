@@ -83,6 +83,11 @@ class Request:
     text: str = ""
     retry_after: float = 1.0  # a refusal's Retry-After, seconds
 
+    @property
+    def refused(self) -> bool:
+        """Turned away by admission: at the door (429/503) or from the line mid-stream."""
+        return self.status in (429, 503) or self.code in ("queue_timeout", "overloaded")
+
 
 @dataclass
 class Run:
@@ -199,7 +204,7 @@ def run_once(
         if workload == "streams":
             for r in asyncio.run(closed_loop(url, clients, args.duration, args.seed)):
                 run.sent += 1
-                if r.status in (429, 503) or r.code in ("queue_timeout", "overloaded"):
+                if r.refused:
                     code = r.code or str(r.status)
                     run.refused[code] = run.refused.get(code, 0) + 1
                     run.refused_in.append(r.end - r.sent)

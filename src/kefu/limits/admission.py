@@ -38,7 +38,7 @@ slot judges it again by the prompt's tokens left to read and the time spent so f
 
 A full line fails at once with QueueFull; a request that waits longer than ``timeout``
 (policy ``predicted``: past the moment its first token could still come within the SLO,
-given how late first tokens recently came after their slots) fails with QueueTimeout,
+given how late first tokens came after slots granted alone) fails with QueueTimeout,
 and one past that moment already, with no slot free, is refused at once (Overloaded).
 Refusals, not admitted requests' outcomes, yet censored misses the curve learns from
 (shadow finds the deadline right about nine times in ten). Under the other policies a
