@@ -14,8 +14,9 @@ evidence, prior and language rule as serving), then:
   random order as traffic. Each message is decided by the model of the moment; a
   declined message's candidates are judged (the LLM answered with them among its
   passages), a served one with ``kefu.faq.judge.explore``'s probability; the verdicts
-  are labels, and the model is fitted again every 100 messages. Printed after every 100:
-  the coverage and precision of what was served so far, and of the last 100. Judges:
+  are labels, and the model is fitted again every ten verdicts, as the server does.
+  Printed after every 100: the coverage and precision of what was served so far, and of
+  the last 100. Judges:
   ``flip10`` (the truth, each verdict flipped with probability 0.1: a fallible judge,
   not an oracle) and ``smollm`` (the bundled SmolLM2-135M with the server's judge
   prompt, ``kefu.faq.judge.prompt``).
@@ -46,7 +47,7 @@ import numpy as np
 from kb_quality import kb_dir, peer_coverage, read_csv
 from kefu.faq.bound import precision_lower_bound
 from kefu.faq.fit import Candidate, Scored, candidates, fit, judged
-from kefu.faq.judge import Judging, Judgment, prompt, verdict
+from kefu.faq.judge import Judging, Judgment, Reliability, known_checks, prompt, verdict
 from kefu.faq.labels import Label, own_labels
 from kefu.faq.model import PRIOR_FILE, Curve, Model, load_prior
 from kefu.knowledge.base import KnowledgeBase
@@ -54,6 +55,7 @@ from kefu.knowledge.embedder import StaticEmbedder
 from kefu.knowledge.entries import answer_key
 from kefu.knowledge.kb_words import read_texts
 from kefu.knowledge.second_look import SECOND_LOOK_FILE, E5Transformer, Known, SecondLook
+from kefu.service.fast_path import REFIT_EVERY
 
 TARGETS = (0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
 EVERY = 100
@@ -74,6 +76,9 @@ class Seen:
     own: list[Label]
     own_scored: list[list[Scored]]
     splits: dict[str, list[Message]]
+    checks: list[tuple[Judgment, bool]]  # the judge's known questions, as the server's
+    keys: dict[str, str]  # a question of the knowledge base -> its answer key
+    answers: dict[str, tuple[str, str]]  # answer key -> (a question, the answer)
 
 
 @contextmanager
@@ -139,7 +144,9 @@ def see(name: str, k: int, model: E5Transformer, splits: Sequence[str], own: boo
                     )
                 )
             out[split] = messages
-    return Seen(labels, own_scored, out)
+        checks = known_checks(entries, seed=0)
+        keys = {e.question: answer_key(e.answer) for e in entries}
+    return Seen(labels, own_scored, out, checks, keys, answers)
 
 
 def served(message: Message, threshold: float) -> Candidate | None:
@@ -192,35 +199,15 @@ def own_model(
     return fit(labels, scored, target, "", judge_error)
 
 
-# A judge wrong this often on known labels is no judge: its verdicts are not used.
-USELESS = 0.25
-JUDGE_CHECKS = 50  # of each kind: a phrasing with its own answer, with another answer
-
-
-def judge_error(seen: Seen, judge: Judge, seed: int) -> tuple[float, float, int]:
-    """How often the judge is wrong on the knowledge base's own questions, whose answer is
-    known (each with its own answer, and with another): the lower Clopper-Pearson bound
-    of its error rate (taking out more error than the judge makes would overstate the
-    precision; less understates it), its share of errors, and the checks.
-    Returns (error to take out, observed error, checks)."""
-    answers = next((m.question for ms in seen.splits.values() for m in ms), {})
-    phrasings = [label for label in seen.own if label.source == "phrasing" and label.right]
-    known = [(label.text, label.right) for label in phrasings if label.right is not None]
-    known += [(question, key) for key, (question, _) in answers.items()]
-    rng = random.Random(seed)
-    rng.shuffle(known)
-    agreed = asked = 0
-    for text, key in known[:JUDGE_CHECKS]:
-        other = rng.choice([k for k in answers if k != key])
-        message = Message(text, "phrasing", key, [], None, answers)
-        for answer in (key, other):
-            said = judge(message, answer)
-            asked += 1
-            agreed += said is not None and said == (answer == key)
-    if not asked:
-        return 0.0, 1.0, 0
-    wrong = asked - agreed
-    return precision_lower_bound(wrong, asked), wrong / asked, asked
+def judge_error(seen: Seen, judge: Judge) -> Reliability:
+    """The judge on the knowledge base's known questions, as the server checks it
+    (``kefu.faq.judge.known_checks``)."""
+    wrong = 0
+    for judgment, truth in seen.checks:
+        key = seen.keys[judgment.message]
+        message = Message(judgment.message, "check", key, [], None, seen.answers)
+        wrong += judge(message, answer_key(judgment.answer)) is not truth
+    return Reliability(len(seen.checks), wrong)
 
 
 # ---- the judges ------------------------------------------------------------------------
@@ -263,14 +250,12 @@ def smollm() -> Judge:
 
 
 def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
-    error, observed, checked = judge_error(seen, judge, seed)
-    lines = [
-        f"  the judge was wrong on {observed:.0%} of {checked} known labels: "
-        f"{error:.3f} of its verdicts taken out as errors"
-    ]
-    useless = observed >= USELESS
-    if useless:
-        lines.append("  its verdicts are not used")
+    reliability = judge_error(seen, judge)
+    error = reliability.error
+    useless = reliability.useless
+    used = "its verdicts are not used" if useless else f"{error:.3f} of its verdicts taken out"
+    wrong = f"{reliability.wrong} of {reliability.asked}"
+    lines = [f"  the judge was wrong on {wrong} known questions: {used}"]
     traffic = [m for split in ("dev", "traffic", "test") for m in seen.splits.get(split, [])]
     random.Random(seed).shuffle(traffic)
     judging = Judging(seed)
@@ -305,6 +290,8 @@ def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
                 wrong=None if said else answer,
             )
             extra.append((label, judged(label, message.found)))
+            if len(extra) % REFIT_EVERY == 0:  # as the server refits
+                model = own_model(seen, target, extra, error)
         if i % EVERY == 0 or i == len(traffic):
             point = model.point
             lines.append(
@@ -313,7 +300,6 @@ def replay(seen: Seen, target: float, judge: Judge, seed: int) -> list[str]:
                 f"{point.source:>6}  {len(extra):6d}  {judgments:6d}"
             )
             window = Figures(0, 0, 0)
-            model = own_model(seen, target, extra, error)
     return lines
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from kefu.cli import main
+from kefu.engine.base import GenerationRequest
 from kefu.engine.fake import FakeEngine
+from kefu.faq.judge import Reliability
 from kefu.faq.labels import LABELS_FILE, LabelLog
 from kefu.faq.model import MODEL_FILE, NEVER, Curve, Model, Point, load_prior
 from kefu.knowledge.entries import KbEntry, answer_key
@@ -139,27 +141,84 @@ async def test_verdicts_from_traffic_are_labels_and_lower_the_threshold(gym: Fas
     assert (plan.tier, plan.reply) == ("faq", hours.answer)
 
 
+class FakeStrictJudge(FakeEngine):
+    """A fake judge: yes only when the customer's message is the FAQ question itself
+    (right on every known question of a knowledge base with one question an answer);
+    ``always`` replies that word whatever it is asked."""
+
+    def __init__(self, always: str | None = None) -> None:
+        super().__init__()
+        self.always = always
+
+    def reply_for(self, request: GenerationRequest) -> list[str]:
+        if self.always is not None:
+            return [self.always]
+        asked = request.messages[-1].content.splitlines()
+        lines = dict(line.split(": ", 1) for line in asked if ": " in line)
+        return ["yes" if lines["Customer's message"] == lines["FAQ question"] else "no"]
+
+
+async def judged_after(gym: FastPath, message: str) -> None:
+    """A declined message through a turn's end, the judge's tasks awaited."""
+    plan = await gym.plan(message, scope="t", failures=0)
+    assert plan.tier == "llm"
+    assert plan.declined  # the looks' candidates
+    tasks: list[asyncio.Task[None]] = []
+    gym.after_reply(message, plan, lambda c: tasks.append(asyncio.ensure_future(c)))
+    while tasks:
+        await tasks.pop()
+
+
 @pytest.mark.anyio
-async def test_the_judge_is_asked_after_the_reply_and_an_unclear_verdict_is_no_label(
+async def test_the_judge_answers_known_questions_before_its_verdicts_are_labels(
     gym: FastPath,
 ) -> None:
-    engine = FakeEngine()  # replies "fake reply to: ...": neither yes nor no
+    engine = FakeStrictJudge()
     gym.judge = Judge(engine, gym.record_verdict, start=True, seed=1)
     assert await gym.follow_second_look() == 0
     pin(gym, 0.99)
-    tasks: list[asyncio.Task[None]] = []
-    plan = await gym.plan("my card expired, how do i put the new one in", scope="t", failures=0)
-    assert plan.tier == "llm"
-    assert plan.declined  # the looks' candidates
-    gym.after_reply(
-        "my card expired, how do i put the new one in",
-        plan,
-        lambda c: tasks.append(asyncio.ensure_future(c)),
-    )
-    await asyncio.gather(*tasks)
-    assert gym.judge.asked >= 1
+    message = "my card expired, how do i put the new one in"
+    await judged_after(gym, message)  # not checked yet: nothing is judged
+    assert gym.judge.asked == 0
+    assert gym.judge.may_check()
+    await gym.check_judge(gym.judge)
+    assert gym.judge.reliability is not None
+    assert (gym.judge.reliability.asked, gym.judge.reliability.wrong) == (20, 0)
     assert engine.requests[0].sampling.temperature == 0.0
     assert "Stored answer:" in engine.requests[0].messages[-1].content
+    log = LabelLog(gym.settings.data_dir / LABELS_FILE)
+    assert log.revision() == 0
+    assert gym.keeper.stale  # refitted with the judge's error taken out
+    assert gym.keeper.judge_error == 0.0  # none seen, none taken out
+    pin(gym, 0.99)
+    await judged_after(gym, message)
+    assert log.revision() >= 1  # the candidates the LLM read, each a "no"
+    log.close()
+    assert gym.judge.status()["checked"] == {
+        "asked": 20,
+        "wrong": 0,
+        "error_taken_out": 0.0,
+        "used": True,
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("says", ["yes", "fake reply"])
+async def test_a_judge_wrong_on_known_questions_is_not_used(gym: FastPath, says: str) -> None:
+    gym.judge = Judge(FakeStrictJudge(always=says), gym.record_verdict, start=True, seed=1)
+    assert await gym.follow_second_look() == 0
+    pin(gym, 0.99)
+    await gym.refresh()  # a refresh round starts the check
+    assert gym._judge_check is not None
+    await gym._judge_check
+    assert not gym.judge.may_check()  # once
+    await judged_after(gym, "my card expired, how do i put the new one in")
+    reliability = gym.judge.reliability
+    assert reliability is not None
+    assert reliability.useless
+    # Always yes is wrong on every other answer; an unclear reply on all of them.
+    assert reliability.wrong == (10 if says == "yes" else 20)
+    assert gym.judge.asked == 20  # the check alone: no verdict asked of traffic
     log = LabelLog(gym.settings.data_dir / LABELS_FILE)
     assert log.revision() == 0
     log.close()
@@ -239,3 +298,23 @@ def test_kb_calibrate_prints_what_serves_and_kb_stats_shows_it(
     assert stats["decision"]["target_precision"] == 0.9
     assert stats["decision"]["labels"] == {"phrasing": 4}
     assert main(["kb", "calibrate", "--data-dir", data, "--faq-precision", "1.5"]) == 2
+
+
+@pytest.mark.anyio
+async def test_a_judge_is_checked_again_once_the_knowledge_base_has_answers(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    fast_path = await opened(settings_factory(fast_path=True, demo=False))
+    try:
+        fast_path.judge = Judge(FakeStrictJudge(), fast_path.record_verdict, start=True)
+        await fast_path.check_judge(fast_path.judge)  # nothing to ask yet
+        assert fast_path.judge.reliability is None
+        assert not fast_path.judge.may_check()  # not at once: after CHECK_RETRY_S
+        await fast_path.import_entries([KbEntry.make(q, a) for q, a in FAQ[:3]])
+        fast_path.judge._check_at = 0.0  # the retry's time has come
+        assert fast_path.judge.may_check()
+        await fast_path.check_judge(fast_path.judge)
+        assert fast_path.judge.reliability == Reliability(6, 0)
+        assert fast_path.judge.judging_traffic
+    finally:
+        await fast_path.close()

@@ -1,5 +1,5 @@
 """How sure a count of right answers makes us of a precision: the Clopper-Pearson lower
-bound, the exact one-sided bound of a binomial proportion (no normal approximation: the
+(and upper) bound, the exact one-sided bound of a binomial proportion (no normal approximation: the
 counts that matter are small, and a near-perfect one is where the approximation fails).
 
 Plain Python: the regularised incomplete beta function by its continued fraction
@@ -33,6 +33,13 @@ def precision_lower_bound(right: int, served: int, confidence: float = CONFIDENC
         else:
             high = middle
     return low
+
+
+def precision_upper_bound(right: int, served: int, confidence: float = CONFIDENCE) -> float:
+    """The precision that ``right`` of ``served`` rules out above, at ``confidence``."""
+    if not 0 <= right <= served:
+        raise ValueError(f"{right} right of {served} served")
+    return 1.0 - precision_lower_bound(served - right, served, confidence)
 
 
 def needed(target: float, confidence: float = CONFIDENCE) -> int:

@@ -10,6 +10,11 @@ What is judged (``Judging``):
   answer grows (``explore``, as vCache does): early on, most answers served are
   checked; once an answer has many verdicts, few are.
 
+Before its verdicts are used, the judge answers questions whose answer is known
+(``known_checks``: a phrasing with its own answer, and with another's): how often it is
+wrong there (``Reliability``) is taken out of its verdicts, and a judge wrong on a
+quarter of them is not asked at all.
+
 The verdicts go to the label log (``faq/labels.py``); the next background fit reads
 them. Nothing waits for a judge: a verdict that fails or times out is dropped, and past
 ``BACKLOG`` judgments waiting, new ones are dropped too.
@@ -19,9 +24,12 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kefu.engine.base import ChatMessage
+from kefu.faq.bound import precision_lower_bound
+from kefu.knowledge.entries import KbEntry, answer_key
 
 # The judge's question. A yes must be a clear yes: anything else counts as no.
 SYSTEM = (
@@ -34,6 +42,12 @@ BACKLOG = 64
 # less than EXPLORE_FLOOR.
 EXPLORE_HALF = 4.0
 EXPLORE_FLOOR = 0.05
+# Questions whose answer is known, asked of a judge before its verdicts are used, each
+# with its own answer (a yes) and with another's (a no).
+CHECKS = 50
+# A judge wrong this often on them is no judge: its verdicts are not used (the bundled
+# SmolLM2-135M was wrong on 82 of SNIPS's 100: benchmarks/faq_replay.py --judges smollm).
+USELESS = 0.25
 _YES = re.compile(r"^\W*(?:yes|是|对|能)", re.IGNORECASE)
 _NO = re.compile(r"^\W*(?:no|not|否|不)", re.IGNORECASE)
 
@@ -85,3 +99,54 @@ class Judging:
 
     def counted(self, answer: str) -> None:
         self.verdicts[answer] = self.verdicts.get(answer, 0) + 1
+
+
+def known_checks(
+    entries: Sequence[KbEntry], seed: int | None = None
+) -> list[tuple[Judgment, bool]]:
+    """Up to ``CHECKS`` of the knowledge base's questions, each asked with its answer
+    (shown under another of its phrasings where it has one) and with another answer."""
+    groups: dict[str, list[KbEntry]] = {}
+    for entry in sorted(entries, key=lambda e: e.id):
+        if entry.kind == "faq":
+            groups.setdefault(answer_key(entry.answer), []).append(entry)
+    keys = sorted(groups)
+    if len(keys) < 2:
+        return []
+    rng = random.Random(seed)
+    questions = [entry for key in keys for entry in groups[key]]
+    checks = []
+    for entry in rng.sample(questions, min(CHECKS, len(questions))):
+        key = answer_key(entry.answer)
+        others = [e for e in groups[key] if e.id != entry.id]
+        own = rng.choice(others) if others else entry
+        other = groups[rng.choice([k for k in keys if k != key])][0]
+        checks.append((Judgment(entry.question, own.question, own.answer), True))
+        checks.append((Judgment(entry.question, other.question, other.answer), False))
+    return checks
+
+
+@dataclass(frozen=True, slots=True)
+class Reliability:
+    """How a judge did on questions whose answer is known; an unclear verdict is wrong."""
+
+    asked: int
+    wrong: int
+
+    @property
+    def useless(self) -> bool:
+        return not self.asked or self.wrong >= USELESS * self.asked
+
+    @property
+    def error(self) -> float:
+        """The rate of error taken out of its verdicts: the lower Clopper-Pearson bound
+        of its share wrong (taking out more than it makes would overstate precision)."""
+        return precision_lower_bound(self.wrong, self.asked) if self.asked else 0.0
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "asked": self.asked,
+            "wrong": self.wrong,
+            "error_taken_out": round(self.error, 4),
+            "used": not self.useless,
+        }

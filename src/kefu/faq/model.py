@@ -10,15 +10,18 @@ sits at, how many labelled candidates reach it and how many of those are right; 
 threshold for a target is the lowest of a grid whose Clopper-Pearson lower bound reaches the
 target, testing from the highest threshold down and stopping at the first that fails
 (fixed-sequence testing: scanning every threshold and keeping the best would pick a
-lucky one). Where the labels are too few for any bound to reach the target, the prior's
+lucky one); a threshold is tested once its labels are enough to pass (with a fallible
+judge, more than ``needed``: ``Step.testable``). Where no threshold passes, the prior's
 own conservative threshold decides (``Prior.fallback``: the lowest at which the tuning
-sets' labels, pooled, reach it); where they are many and say the promise fails, nothing
+sets' labels, pooled, reach it), unless the labels there rule the promise out (their
+upper bound below it, or enough of them to test and their share below it): then nothing
 is served.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
@@ -27,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 
-from kefu.faq.bound import CONFIDENCE, needed, precision_lower_bound
+from kefu.faq.bound import CONFIDENCE, needed, precision_lower_bound, precision_upper_bound
 
 Look = Literal["first", "second"]
 PRIOR_FILE = Path(__file__).parent / "static" / "prior.json"
@@ -115,8 +118,41 @@ class Step:
         rate e makes an observed share q of a true share t = (q - e) / (1 - 2e); with a
         mix, the judged share of the labels is corrected, the rest is not."""
         observed = precision_lower_bound(self.right, self.labelled, confidence)
+        return self._corrected(observed, judge_error)
+
+    def ceiling(self, confidence: float, judge_error: float) -> float:
+        """The upper bound of precision, corrected as ``bound`` is."""
+        observed = precision_upper_bound(self.right, self.labelled, confidence)
+        return self._corrected(observed, judge_error)
+
+    def refutes(self, target: float, confidence: float, judge_error: float) -> bool:
+        """Whether these labels say the target fails here: their upper bound is below
+        it, or they are enough to test it and their share of right ones is below it."""
+        if not self.labelled:
+            return False
+        if self.ceiling(confidence, judge_error) < target:
+            return True
+        share = self._corrected(self.right / self.labelled, judge_error)
+        return self.labelled >= needed(target, confidence) and share < target
+
+    def _corrected(self, observed: float, judge_error: float) -> float:
         share = judge_error * self.judged / max(self.labelled, 1)
         return min(max((observed - share) / (1.0 - 2.0 * share), 0.0), 1.0)
+
+    def testable(self, target: float, confidence: float, judge_error: float) -> bool:
+        """Whether these labels are enough to test ``target``: answers all right, seen
+        through a judge that errs at ``judge_error`` (the share it would call wrong, and
+        one standard deviation more), would bound precision at the target. A test on
+        fewer fails whatever the answers, and a failure ends the fixed sequence: with a
+        fallible judge the top thresholds, labelled least, stopped every test (a 95 %
+        promise was never served on a judge wrong 10 % of the time)."""
+        if self.labelled < needed(target, confidence):
+            return False
+        share = judge_error * self.judged / self.labelled  # expected to look wrong
+        spread = math.sqrt(share * (1.0 - share) / self.labelled)
+        looks_wrong = math.ceil((share + spread) * self.labelled - 1e-9)
+        best = Step(self.threshold, self.labelled, self.labelled - looks_wrong, self.judged)
+        return best.bound(confidence, judge_error) >= target
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +201,7 @@ class Curve:
         chosen: Step | None = None
         for threshold in GRID:  # highest first; stop at the first that fails
             step = self.at(threshold)
-            if step.labelled < needed(target, confidence):
+            if not step.testable(target, confidence, judge_error):
                 continue  # too few yet to test: not a failure
             if step.bound(confidence, judge_error) < target:
                 break
@@ -175,8 +211,7 @@ class Curve:
             return Point(chosen.threshold, "labels", chosen.labelled, chosen.right, bound)
         fallback = prior.threshold(target)
         at = self.at(fallback)
-        if at.labelled >= 2 * needed(target, confidence) and at.right < target * at.labelled:
-            # Labels enough, and below the promise even at the prior's own threshold.
+        if at.refutes(target, confidence, judge_error):
             return Point(NEVER, "none", at.labelled, at.right, 0.0)
         return Point(fallback, "prior", at.labelled, at.right, 0.0)
 

@@ -122,7 +122,8 @@ class Keeper:
         observing: Observe,
     ) -> None:
         fingerprint, labels = await current()
-        if self.fitted and self.model.fingerprint == fingerprint:
+        fitted_to = (self.model.fingerprint, self.model.judge_error)
+        if self.fitted and fitted_to == (fingerprint, self.judge_error):
             return
         try:
             scored = await observing(labels)

@@ -26,6 +26,7 @@ from kefu.faq.decide import Evidence, Verdict
 from kefu.faq.evidence import FINDINGS_BOUNDS, Features
 from kefu.faq.fit import Candidate as Found
 from kefu.faq.fit import Scored, candidates
+from kefu.faq.judge import known_checks
 from kefu.faq.labels import Label
 from kefu.faq.model import MODEL_FILE
 from kefu.fastpath.hours import ServiceHours
@@ -90,6 +91,7 @@ class FastPath:
         )
         self._seen = Seen()
         self.judge: Judge | None = None
+        self._judge_check: asyncio.Task[None] | None = None
         self._verdicts = 0
 
     @property
@@ -144,6 +146,9 @@ class FastPath:
         await worker.follow_second_look()
 
     async def close(self) -> None:
+        if self._judge_check is not None:
+            self._judge_check.cancel()
+            await asyncio.gather(self._judge_check, return_exceptions=True)
         await self.keeper.close()
         opening = self._opening
         if opening is not None:
@@ -331,6 +336,16 @@ class FastPath:
             if shown:
                 self.judge.after_reply(message, None, shown, spawn)
 
+    async def check_judge(self, judge: Judge) -> None:
+        """The judge on the knowledge base's known questions, before any verdict: its
+        error there is taken out of its verdicts (at least ``--judge-error``)."""
+        worker = self.worker
+        known = await worker.run(lambda: known_checks(worker.kb.entries(), seed=0))
+        reliability = await judge.check(known)
+        if reliability is not None and not reliability.useless:
+            self.keeper.judge_error = max(self.settings.judge_error, reliability.error)
+            self.keeper.stale = True
+
     async def record_verdict(self, message: str, answer: str, said: bool) -> None:
         """A judge's verdict: a label, and a refit in a coming round."""
         await self.worker.add_label(message, answer, said)
@@ -365,7 +380,9 @@ class FastPath:
 
     async def refresh(self) -> None:
         """A refresh round of the worker; once the second look has embedded every entry,
-        a refit if the knowledge base or its labels changed."""
+        a refit if the knowledge base or its labels changed; the judge's check, once."""
+        if self.judge is not None and self.judge.may_check():
+            self._judge_check = asyncio.create_task(self.check_judge(self.judge))
         if await self.worker.refresh() == 0:
             self.keeper.follow(self._to_fit, self._observe_labels)
 

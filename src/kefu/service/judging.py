@@ -2,23 +2,29 @@
 whether a knowledge-base entry's answer answers the customer's message
 (``faq/judge.py`` chooses what to ask and words the question); the verdict is a label
 for the next fit (``faq/labels.py``). Nothing waits for it: a verdict that fails, or
-finds ``BACKLOG`` judgments already waiting, is dropped.
+finds ``BACKLOG`` judgments already waiting, is dropped. Nothing is judged before the
+judge has answered the knowledge base's known questions (``check``, started by the fast
+path's first refresh round), and nothing after that if it was wrong too often there.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams, TokenDelta
-from kefu.faq.judge import BACKLOG, Judging, Judgment, prompt, verdict
+from kefu.faq.judge import BACKLOG, Judging, Judgment, Reliability, prompt, verdict
 from kefu.knowledge.entries import KbEntry, answer_key
 
 log = logging.getLogger("kefu.fastpath")
 
 # A verdict is one word; a judge that says more is cut.
 JUDGE_TOKENS = 4
+# A check that could not be made (its engine down, or a knowledge base of fewer than two
+# answers) is tried again after this long.
+CHECK_RETRY_S = 60.0
 
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 Record = Callable[[str, str, bool], Coroutine[Any, Any, None]]
@@ -35,12 +41,52 @@ class Judge:
         self._waiting = 0
         self.asked = 0
         self.dropped = 0
+        # How it did on known questions; None until it has answered them all.
+        self.reliability: Reliability | None = None
+        self._check_at = 0.0  # when a check may (next) start
+
+    def may_check(self) -> bool:
+        """Whether to start the check now (not under way, not done, not just failed)."""
+        if self.reliability is not None or time.monotonic() < self._check_at:
+            return False
+        self._check_at = float("inf")  # under way
+        return True
+
+    async def check(self, known: Sequence[tuple[Judgment, bool]]) -> Reliability | None:
+        """Ask the known questions one at a time; None if there were none yet (fewer than
+        two answers) or the engine failed: tried again after ``CHECK_RETRY_S``."""
+        if not known:
+            self._check_at = time.monotonic() + CHECK_RETRY_S
+            return None
+        wrong = 0
+        try:
+            for judgment, truth in known:
+                wrong += await self.ask(judgment) is not truth
+        except Exception as exc:
+            log.warning("the judge did not answer its check: %s", exc)
+            self._check_at = time.monotonic() + CHECK_RETRY_S
+            return None
+        self.reliability = Reliability(len(known), wrong)
+        if self.reliability.useless:
+            log.warning(
+                "the judge was wrong on %d of %d questions whose answer is known: its "
+                "verdicts are not used",
+                wrong,
+                len(known),
+            )
+        return self.reliability
+
+    @property
+    def judging_traffic(self) -> bool:
+        return self.reliability is not None and not self.reliability.useless
 
     def after_reply(
         self, message: str, served: KbEntry | None, declined: list[KbEntry], spawn: Spawn
     ) -> None:
         """Judge what the turn leaves open: a served answer, sometimes; the candidates of
         a declined message that the LLM read among its passages, always."""
+        if not self.judging_traffic:
+            return
         asked = []
         if served is not None:
             if self.judging.check_served(answer_key(served.answer)):
@@ -89,4 +135,10 @@ class Judge:
         return verdict("".join(text))
 
     def status(self) -> dict[str, object]:
-        return {"asked": self.asked, "waiting": self._waiting, "dropped": self.dropped}
+        checked = None if self.reliability is None else self.reliability.summary()
+        return {
+            "asked": self.asked,
+            "waiting": self._waiting,
+            "dropped": self.dropped,
+            "checked": checked,
+        }

@@ -60,11 +60,12 @@ class FastPathSettings(SettingsGroup):
         0.0,
         ge=0,
         lt=0.5,
-        description="How often, at least, the judge's verdicts are wrong (a lower bound "
-        "measured on labels whose answer is known): the precision its labels bound is "
-        "corrected for it. A judge wrong 10 percent of the time makes right answers look "
-        "right 90 percent of the time; taking out more error than it makes would overstate "
-        "the precision, so 0 (no correction) is the safe default.",
+        description="How often, at least, the judge's verdicts are wrong: the precision its "
+        "labels bound is corrected for it. Before using a judge the server asks it the "
+        "knowledge base's own questions with their answer and with another's, and takes "
+        "out the larger of this and the lower bound of its error there (a judge wrong on a "
+        "quarter of them is not used). Taking out more error than it makes would overstate "
+        "the precision, so 0 is the safe default.",
     )
     judge_model: str | None = Field(
         None, description="The model name sent to --judge-engine (default: the first it lists)."

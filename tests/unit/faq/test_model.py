@@ -7,9 +7,10 @@ import math
 
 import pytest
 
-from kefu.faq.bound import needed, precision_lower_bound
-from kefu.faq.judge import EXPLORE_FLOOR, explore, verdict
+from kefu.faq.bound import needed, precision_lower_bound, precision_upper_bound
+from kefu.faq.judge import CHECKS, EXPLORE_FLOOR, Reliability, explore, known_checks, verdict
 from kefu.faq.model import GRID, NEVER, Curve, Step, load_prior
+from kefu.knowledge.entries import KbEntry
 
 
 def exact_bound(right: int, served: int, confidence: float = 0.95) -> float:
@@ -31,6 +32,13 @@ def exact_bound(right: int, served: int, confidence: float = 0.95) -> float:
 def test_the_bound_is_clopper_pearsons(right: int, served: int) -> None:
     assert precision_lower_bound(right, served) == pytest.approx(
         exact_bound(right, served), abs=1e-6
+    )
+
+
+@pytest.mark.parametrize(("right", "served"), [(0, 3), (6, 12), (19, 20), (20, 20)])
+def test_the_upper_bound_is_the_lower_bound_of_the_wrong_ones(right: int, served: int) -> None:
+    assert precision_upper_bound(right, served) == pytest.approx(
+        1.0 - exact_bound(served - right, served), abs=1e-6
     )
 
 
@@ -65,6 +73,40 @@ def test_a_judges_errors_are_taken_out_of_the_bound() -> None:
     assert Curve(()).point(0.95, load_prior()).threshold == NEVER  # no labels, no fallback
 
 
+def test_a_fallible_judges_labels_are_tested_only_where_they_could_pass() -> None:
+    """A judge wrong 10 % of the time shows right answers right 90 % of the time: 60
+    labels at the top could never bound 95 %, so testing them would end the sequence
+    whatever the answers; the test starts where the labels are enough."""
+    top = Step(0.99, 60, 54, judged=60)
+    assert not top.testable(0.95, 0.95, 0.1)
+    assert Step(0.99, 60, 60).testable(0.95, 0.95, 0.0)  # exact labels: 59 all right pass
+    probabilities = [0.99] * 60 + [0.8] * 600
+    right = [i % 10 != 0 for i in range(60)] + [i % 13 != 0 for i in range(600)]
+    curve = Curve.of(probabilities, right, [True] * 660)
+    point = curve.point(0.95, load_prior(), judge_error=0.1)
+    assert (point.source, point.threshold) == ("labels", 0.8)
+    assert point.bound >= 0.95
+    # Taken as an exact judge, the same verdicts fail at the top and serve nothing.
+    assert curve.point(0.95, load_prior()).source != "labels"
+
+
+def test_labels_that_rule_the_promise_out_overturn_the_priors_threshold() -> None:
+    prior = load_prior()
+    floor = prior.threshold(0.85)
+    assert floor < NEVER  # the prior serves an 85 % promise on its own
+    assert Curve(()).point(0.85, prior).source == "prior"
+    # Too few labels to test anything, but 6 of 12 right rules 85 % out at the floor.
+    refuted = Curve.of([floor + 0.01] * 12, [i % 2 == 0 for i in range(12)], [True] * 12)
+    assert refuted.point(0.85, prior).source == "none"
+    assert refuted.point(0.85, prior).threshold == NEVER
+    # 11 of 12 right does not: the prior's threshold stands.
+    kept = Curve.of([floor + 0.01] * 12, [i != 0 for i in range(12)], [True] * 12)
+    assert (kept.point(0.85, prior).source, kept.point(0.85, prior).threshold) == ("prior", floor)
+    # Enough to test and below the promise, though not ruled out at 95 % confidence.
+    below = Curve.of([floor + 0.01] * 40, [i % 6 != 0 for i in range(40)], [True] * 40)
+    assert below.point(0.85, prior).source == "none"
+
+
 def test_the_judges_words() -> None:
     assert verdict("Yes.") is True
     assert verdict(" no, it does not") is False
@@ -74,3 +116,29 @@ def test_the_judges_words() -> None:
     assert explore(0) == 1.0
     assert explore(4) == 0.5
     assert explore(10_000) == EXPLORE_FLOOR
+
+
+def test_a_judge_is_checked_on_questions_whose_answer_is_known() -> None:
+    entries = [
+        KbEntry.make("How do I return an item?", "Returns within 30 days."),
+        KbEntry.make("Can I send something back?", "Returns within 30 days."),
+        KbEntry.make("Do you ship abroad?", "We ship to 40 countries."),
+    ]
+    checks = known_checks(entries, seed=3)
+    assert len(checks) == 6  # each question with its own answer and with another's
+    for judgment, truth in checks:
+        same = (judgment.answer == "Returns within 30 days.") == (
+            judgment.message in ("How do I return an item?", "Can I send something back?")
+        )
+        assert truth is same
+        if truth and judgment.answer.startswith("Returns"):
+            assert judgment.question != judgment.message  # shown under its other phrasing
+    many = [KbEntry.make(f"question {i}?", f"answer {i % 30}.") for i in range(300)]
+    assert len(known_checks(many)) == 2 * CHECKS
+    assert known_checks(entries[:2]) == []  # one answer: nothing to tell apart
+    # The error taken out is the lower bound of the share wrong; a quarter wrong is useless.
+    assert Reliability(100, 0).error == 0.0
+    assert 0.05 < Reliability(100, 10).error < 0.10
+    assert not Reliability(100, 24).useless
+    assert Reliability(100, 25).useless
+    assert Reliability(0, 0).useless
