@@ -1,6 +1,7 @@
 """How sure a count of right answers makes us of a precision: the Clopper-Pearson lower
-(and upper) bound, the exact one-sided bound of a binomial proportion (no normal approximation: the
-counts that matter are small, and a near-perfect one is where the approximation fails).
+(and upper) bound, the exact one-sided bound of a binomial proportion (no normal
+approximation: the counts that matter are small, and a near-perfect one is where the
+approximation fails).
 
 Plain Python: the regularised incomplete beta function by its continued fraction
 (Lentz's method), inverted by bisection; a few microseconds a bound.
