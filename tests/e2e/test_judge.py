@@ -60,8 +60,10 @@ def test_a_judge_wrong_on_the_known_questions_is_not_used(judged_shop: KefuServe
     # The first refresh round after the start asks the judge the known questions.
     wait_for(lambda: judge_state(judged_shop)["checked"], "the judge's check", timeout=180)
     checked = judge_state(judged_shop)["checked"]
-    assert checked["asked"] == 2 * len(FAQ)  # each question with its answer and another
-    assert checked["wrong"] >= 0.25 * checked["asked"]
+    # Each question with its answer and with another's; it stops once a quarter of all
+    # of them are wrong.
+    assert checked["asked"] <= 2 * len(FAQ)
+    assert checked["wrong"] >= 0.25 * 2 * len(FAQ)
     assert checked["used"] is False
     assert "its verdicts are not used" in judged_shop.log_tail(200)
     assert judge_state(judged_shop)["asked"] == checked["asked"]  # the check alone
