@@ -47,15 +47,7 @@ import numpy as np
 from kb_quality import kb_dir, peer_coverage, read_csv
 from kefu.faq.bound import precision_lower_bound
 from kefu.faq.fit import Candidate, Scored, candidates, fit, judged
-from kefu.faq.judge import (
-    Judging,
-    Judgment,
-    Reliability,
-    hopeless,
-    known_checks,
-    prompt,
-    verdict,
-)
+from kefu.faq.judge import Judging, Judgment, Reliability, known_checks, prompt, verdict
 from kefu.faq.labels import Label, own_labels
 from kefu.faq.model import PRIOR_FILE, Curve, Model, load_prior
 from kefu.knowledge.base import KnowledgeBase
@@ -210,15 +202,14 @@ def own_model(
 def judge_error(seen: Seen, judge: Judge) -> Reliability:
     """The judge on the knowledge base's known questions, as the server checks it
     (``kefu.faq.judge.known_checks``)."""
-    wrong = asked = 0
+    tally = Reliability(0, 0, len(seen.checks))
     for judgment, truth in seen.checks:
         key = seen.keys[judgment.message]
         message = Message(judgment.message, "check", key, [], None, seen.answers)
-        wrong += judge(message, answer_key(judgment.answer)) is not truth
-        asked += 1
-        if hopeless(wrong, len(seen.checks)):
+        tally = tally.counted(judge(message, answer_key(judgment.answer)) is truth)
+        if tally.hopeless:
             break
-    return Reliability(asked, wrong)
+    return tally
 
 
 # ---- the judges ------------------------------------------------------------------------

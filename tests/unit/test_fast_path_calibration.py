@@ -16,7 +16,6 @@ import pytest
 from kefu.cli import main
 from kefu.engine.base import GenerationRequest
 from kefu.engine.fake import FakeEngine
-from kefu.faq.judge import Reliability
 from kefu.faq.labels import LABELS_FILE, LabelLog
 from kefu.faq.model import MODEL_FILE, NEVER, Curve, Model, Point, load_prior
 from kefu.knowledge.entries import KbEntry, answer_key
@@ -315,7 +314,9 @@ async def test_a_judge_is_checked_again_once_the_knowledge_base_has_answers(
         fast_path.judge._check_at = 0.0  # the retry's time has come
         assert fast_path.judge.may_check()
         await fast_path.check_judge(fast_path.judge)
-        assert fast_path.judge.reliability == Reliability(6, 0)
+        reliability = fast_path.judge.reliability
+        assert reliability is not None
+        assert (reliability.asked, reliability.wrong) == (6, 0)
         assert fast_path.judge.judging_traffic
     finally:
         await fast_path.close()

@@ -129,18 +129,23 @@ def known_checks(
     return checks
 
 
-def hopeless(wrong: int, planned: int) -> bool:
-    """Whether so many wrong already make the judge useless whatever the rest of the
-    ``planned`` checks say: the check stops there."""
-    return wrong >= USELESS * planned
-
-
 @dataclass(frozen=True, slots=True)
 class Reliability:
     """How a judge did on questions whose answer is known; an unclear verdict is wrong."""
 
     asked: int
     wrong: int
+    planned: int = 0  # the checks it was to answer
+
+    def counted(self, right: bool) -> Reliability:
+        """One more check answered."""
+        return Reliability(self.asked + 1, self.wrong + (not right), self.planned)
+
+    @property
+    def hopeless(self) -> bool:
+        """So many wrong already that the judge is useless whatever the rest of the planned
+        checks say: the check stops there."""
+        return self.wrong >= USELESS * max(self.planned, self.asked)
 
     @property
     def useless(self) -> bool:

@@ -15,15 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kefu.engine.base import Engine, Finished, GenerationRequest, SamplingParams, TokenDelta
-from kefu.faq.judge import (
-    BACKLOG,
-    Judging,
-    Judgment,
-    Reliability,
-    hopeless,
-    prompt,
-    verdict,
-)
+from kefu.faq.judge import BACKLOG, Judging, Judgment, Reliability, prompt, verdict
 from kefu.knowledge.entries import KbEntry, answer_key
 
 log = logging.getLogger("kefu.fastpath")
@@ -66,26 +58,25 @@ class Judge:
         if not known:
             self._check_at = time.monotonic() + CHECK_RETRY_S
             return None
-        wrong = asked = 0
+        tally = Reliability(0, 0, len(known))
         try:
             for judgment, truth in known:
-                wrong += await self.ask(judgment) is not truth
-                asked += 1
-                if hopeless(wrong, len(known)):
+                tally = tally.counted(await self.ask(judgment) is truth)
+                if tally.hopeless:
                     break
         except Exception as exc:
             log.warning("the judge did not answer its check: %s", exc)
             self._check_at = time.monotonic() + CHECK_RETRY_S
             return None
-        self.reliability = Reliability(asked, wrong)
-        if self.reliability.useless:
+        self.reliability = tally
+        if tally.useless:
             log.warning(
                 "the judge was wrong on %d of %d questions whose answer is known: its "
                 "verdicts are not used",
-                wrong,
-                asked,
+                tally.wrong,
+                tally.asked,
             )
-        return self.reliability
+        return tally
 
     @property
     def judging_traffic(self) -> bool:

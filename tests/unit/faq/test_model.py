@@ -8,15 +8,7 @@ import math
 import pytest
 
 from kefu.faq.bound import needed, precision_lower_bound, precision_upper_bound
-from kefu.faq.judge import (
-    CHECKS,
-    EXPLORE_FLOOR,
-    Reliability,
-    explore,
-    hopeless,
-    known_checks,
-    verdict,
-)
+from kefu.faq.judge import CHECKS, EXPLORE_FLOOR, Reliability, explore, known_checks, verdict
 from kefu.faq.model import GRID, NEVER, Curve, Step, load_prior
 from kefu.knowledge.entries import KbEntry
 
@@ -143,8 +135,10 @@ def test_a_judge_is_checked_on_questions_whose_answer_is_known() -> None:
             assert judgment.question != judgment.message  # shown under its other phrasing
     many = [KbEntry.make(f"question {i}?", f"answer {i % 30}.") for i in range(2 * CHECKS)]
     assert len(known_checks(many)) == 2 * CHECKS
-    assert not hopeless(24, 100)
-    assert hopeless(25, 100)  # a quarter of all the checks: useless whatever the rest say
+    assert not Reliability(30, 24, planned=100).hopeless
+    # A quarter of all the planned checks: useless whatever the rest say.
+    assert Reliability(30, 25, planned=100).hopeless
+    assert Reliability(29, 24, planned=100).counted(right=False).hopeless
     assert known_checks(entries[:2]) == []  # one answer: nothing to tell apart
     # The error taken out is the lower bound of the share wrong; a quarter wrong is useless.
     assert Reliability(100, 0).error == 0.0
